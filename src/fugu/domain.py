@@ -1,0 +1,641 @@
+"""Domains: the public schema that maps records to cells and back.
+
+A :class:`Domain` is a tuple of attributes. An :class:`Ordinal` attribute is an integer range or a
+numeric column binned by explicit edges; a :class:`Nominal` attribute has named values arranged in a
+:class:`Hierarchy` (a tree whose leaves are the values and whose internal nodes are named groups).
+Leaves are numbered in depth-first order, so every hierarchy node covers a contiguous run of codes
+and a query on a node is an interval.
+
+A domain is a schema, not data: it may describe far more cells than fit in memory. Only dense
+structures (a :class:`~fugu.Histogram`, a cube release) refuse a domain that will not fit.
+
+Examples
+--------
+>>> from fugu import Domain, Ordinal, Nominal, Hierarchy
+>>> h = Hierarchy.from_dict({"any": {"collar": ["white", "blue"], "other": ["service"]}})
+>>> dom = Domain([Ordinal("age", 0, 9), Nominal("job", h)])
+>>> dom.shape, dom.size
+((10, 3), 30)
+>>> dom.encode({"age": [3, 9], "job": ["blue", "service"]}).tolist()
+[10, 29]
+>>> h.node("collar")
+HierarchyNode(name='collar', depth=1, start=0, stop=2)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .errors import DomainError, DomainTooLargeError, InvalidParameterError, InvalidTypeError
+
+__all__ = [
+    "Attribute",
+    "Domain",
+    "Hierarchy",
+    "HierarchyNode",
+    "Nominal",
+    "Ordinal",
+    "OutOfDomainPolicy",
+    "MAX_DENSE_CELLS",
+]
+
+#: Dense structures larger than this many cells are refused (8 bytes each: 2 GiB).
+MAX_DENSE_CELLS = 2**28
+
+OutOfDomainPolicy = Literal["error", "clip", "drop"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hierarchy
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HierarchyNode:
+    """One node of a hierarchy: its name, depth (root = 0) and leaf codes ``[start, stop)``."""
+
+    name: str
+    depth: int
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A tree over the values of a nominal attribute.
+
+    Build it with :meth:`from_dict` (nested mappings whose innermost values are lists of leaves),
+    :meth:`from_parents` (child → parent mapping) or :meth:`flat` (root with every value as a
+    child). Leaves are ordered depth first, so each node covers a contiguous code interval.
+
+    >>> h = Hierarchy.from_dict({"any": {"a": ["x", "y"], "b": ["z"]}})
+    >>> h.leaves
+    ('x', 'y', 'z')
+    >>> [n.name for n in h.children(h.root)]
+    ['a', 'b']
+    >>> h.height
+    3
+    """
+
+    nodes: tuple[HierarchyNode, ...]
+    parent: tuple[int, ...]  # parent index of each node; -1 for the root
+    leaves: tuple[str, ...]
+    _index: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    _children: tuple[tuple[int, ...], ...] = field(default=(), compare=False, repr=False)
+
+    # construction ------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, tree: Mapping[str, Any]) -> Hierarchy:
+        """From ``{root: {group: [leaf, ...] | {subgroup: ...}, ...}}``.
+
+        A leaf list may also be a mapping value of ``None`` (``{"x": None}``).
+        """
+        if not isinstance(tree, Mapping) or len(tree) != 1:
+            raise InvalidParameterError(
+                "hierarchy must be a mapping with exactly one root, e.g. "
+                "{'any': {'group': ['a', 'b']}}"
+            )
+        ((root_name, root_children),) = tree.items()
+        nodes: list[HierarchyNode] = []
+        parent: list[int] = []
+        leaves: list[str] = []
+
+        def visit(name: Any, children: Any, depth: int, par: int) -> None:
+            idx = len(nodes)
+            nodes.append(HierarchyNode(str(name), depth, len(leaves), -1))
+            parent.append(par)
+            if children is None:
+                leaves.append(str(name))
+            else:
+                items: Iterable[tuple[Any, Any]]
+                if isinstance(children, Mapping):
+                    items = children.items()
+                elif isinstance(children, list | tuple):
+                    items = [(c, None) if not isinstance(c, Mapping) else next(iter(c.items())) for c in children]
+                else:
+                    raise InvalidParameterError(
+                        f"hierarchy node {name!r}: children must be a list or mapping, got "
+                        f"{type(children).__name__}"
+                    )
+                items = list(items)
+                if not items:
+                    raise InvalidParameterError(f"hierarchy node {name!r} has no children")
+                for child, grand in items:
+                    visit(child, grand, depth + 1, idx)
+            nodes[idx] = HierarchyNode(str(name), depth, nodes[idx].start, len(leaves))
+
+        visit(root_name, root_children, 0, -1)
+        return cls.build(nodes, parent, leaves)
+
+    @classmethod
+    def from_parents(cls, parents: Mapping[str, str | None]) -> Hierarchy:
+        """From a child → parent mapping (the root maps to None). Children keep insertion order."""
+        kids: dict[str | None, list[str]] = {}
+        for child, par in parents.items():
+            kids.setdefault(par, []).append(child)
+        roots = kids.get(None, [])
+        if len(roots) != 1:
+            raise InvalidParameterError(f"hierarchy needs exactly one root (parent None), found {roots}")
+
+        def subtree(name: str) -> Any:
+            if name not in kids:
+                return None
+            return {c: subtree(c) for c in kids[name]}
+
+        return cls.from_dict({roots[0]: subtree(roots[0])})
+
+    @classmethod
+    def flat(cls, values: Sequence[Any], root: str = "*") -> Hierarchy:
+        """A two-level hierarchy: a root whose children are the values."""
+        return cls.from_dict({root: [str(v) for v in values]})
+
+    @classmethod
+    def build(cls, nodes: Sequence[HierarchyNode], parent: Sequence[int], leaves: Sequence[str]) -> Hierarchy:
+        names = [n.name for n in nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
+        if dupes:
+            raise InvalidParameterError(f"hierarchy node names must be unique; repeated: {dupes[:5]}")
+        children: list[list[int]] = [[] for _ in nodes]
+        for i, p in enumerate(parent):
+            if p >= 0:
+                children[p].append(i)
+        return cls(
+            tuple(nodes),
+            tuple(parent),
+            tuple(leaves),
+            {n: i for i, n in enumerate(names)},
+            tuple(tuple(c) for c in children),
+        )
+
+    # queries -------------------------------------------------------------------------------
+    @property
+    def root(self) -> HierarchyNode:
+        return self.nodes[0]
+
+    @property
+    def height(self) -> int:
+        """Number of levels, counting the root and the leaves (Privelet's h)."""
+        return 1 + max(n.depth for n in self.nodes)
+
+    @property
+    def size(self) -> int:
+        return len(self.leaves)
+
+    def node(self, name: str) -> HierarchyNode:
+        """The node called ``name``; a clear error lists close names when it does not exist."""
+        try:
+            return self.nodes[self._index[str(name)]]
+        except KeyError:
+            import difflib
+
+            close = difflib.get_close_matches(str(name), list(self._index), n=3)
+            hint = f"; did you mean {close}?" if close else ""
+            raise DomainError(f"no hierarchy node called {name!r}{hint}") from None
+
+    def index(self, node: HierarchyNode | str) -> int:
+        return self._index[node if isinstance(node, str) else node.name]
+
+    def children(self, node: HierarchyNode | str) -> list[HierarchyNode]:
+        return [self.nodes[c] for c in self._children[self.index(node)]]
+
+    def children_index(self, i: int) -> tuple[int, ...]:
+        return self._children[i]
+
+    def is_leaf(self, node: HierarchyNode | str) -> bool:
+        return not self._children[self.index(node)]
+
+    def internal_nodes(self) -> list[int]:
+        return [i for i, c in enumerate(self._children) if c]
+
+    def to_dict(self) -> dict[str, Any]:
+        def rec(i: int) -> Any:
+            kids = self._children[i]
+            if not kids:
+                return None
+            if all(not self._children[k] for k in kids):
+                return [self.nodes[k].name for k in kids]
+            return {self.nodes[k].name: rec(k) for k in kids}
+
+        return {self.root.name: rec(0)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Attributes
+# ---------------------------------------------------------------------------------------------
+def _as_array(values: Any, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    return arr
+
+
+def _out_of_domain_error(name: str, bad: np.ndarray, n_bad: int, n: int, allowed: str) -> DomainError:
+    examples = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in bad[:5])
+    return DomainError(
+        f"attribute {name!r}: {n_bad} of {n} values lie outside the domain ({allowed}), e.g. "
+        f"{examples}; fix the data or the domain, or pass out_of_domain='clip' (ordinal only) or "
+        f"'drop' (recorded in the release)"
+    )
+
+
+@dataclass(frozen=True)
+class Ordinal:
+    """An ordered attribute: integers ``low..high`` (inclusive) or a numeric column binned by edges.
+
+    With ``edges`` (strictly increasing), value v falls in bin i when ``edges[i] <= v < edges[i+1]``;
+    the last bin also holds ``edges[-1]``. Bin labels are ``"[a, b)"`` strings.
+
+    >>> Ordinal("age", 17, 90).size
+    74
+    >>> Ordinal("gain", edges=[0, 1, 100, 1000]).encode([0, 50, 1000]).tolist()
+    [0, 1, 2]
+    """
+
+    name: str
+    low: int = 0
+    high: int | None = None
+    edges: tuple[float, ...] | None = None
+
+    def __init__(
+        self, name: str, low: int = 0, high: int | None = None, *, edges: Sequence[float] | None = None
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidParameterError(f"attribute name must be a non-empty string, got {name!r}")
+        object.__setattr__(self, "name", name)
+        if edges is not None:
+            e = tuple(float(x) for x in edges)
+            if len(e) < 2 or any(not math.isfinite(x) for x in e) or any(b <= a for a, b in zip(e, e[1:], strict=False)):
+                raise InvalidParameterError(
+                    f"attribute {name!r}: edges must be >= 2 finite, strictly increasing numbers, got {list(edges)!r}"
+                )
+            object.__setattr__(self, "edges", e)
+            object.__setattr__(self, "low", 0)
+            object.__setattr__(self, "high", len(e) - 2)
+            return
+        object.__setattr__(self, "edges", None)
+        if high is None:
+            raise InvalidParameterError(
+                f"attribute {name!r}: give low and high (inclusive integers) or edges=[...]"
+            )
+        for arg, v in (("low", low), ("high", high)):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer):
+                raise InvalidTypeError(f"attribute {name!r}: {arg} must be an integer, got {v!r}")
+        if high < low:
+            raise InvalidParameterError(
+                f"attribute {name!r}: empty range low={low} > high={high}; an attribute needs at least one value"
+            )
+        object.__setattr__(self, "low", int(low))
+        object.__setattr__(self, "high", int(high))
+
+    kind = "ordinal"
+
+    @property
+    def size(self) -> int:
+        assert self.high is not None
+        return self.high - self.low + 1
+
+    @property
+    def labels(self) -> list[str]:
+        if self.edges is not None:
+            e = self.edges
+            return [f"[{_fmt(e[i])}, {_fmt(e[i + 1])}{']' if i == len(e) - 2 else ')'}" for i in range(len(e) - 1)]
+        assert self.high is not None
+        return [str(v) for v in range(self.low, self.high + 1)]
+
+    def encode(self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
+        """Codes in ``[0, size)``; out-of-domain handling as in :meth:`Domain.encode`.
+
+        With ``out_of_domain='drop'`` the dropped rows get code -1.
+        """
+        arr = _as_array(values, self.name)
+        if arr.dtype.kind in "OUS":
+            try:
+                arr = arr.astype(np.float64)
+            except (TypeError, ValueError):
+                raise DomainError(
+                    f"attribute {self.name!r} is ordinal but got non-numeric values such as "
+                    f"{arr[:3].tolist()!r}; declare it Nominal or convert the column"
+                ) from None
+        if arr.dtype.kind == "b":
+            arr = arr.astype(np.int64)
+        if arr.dtype.kind == "f":
+            nan = np.isnan(arr)
+            if nan.any():
+                raise DomainError(
+                    f"attribute {self.name!r}: {int(nan.sum())} of {arr.size} values are NaN/None; "
+                    f"impute or remove them before counting (fugu never drops them silently)"
+                )
+        if self.edges is not None:
+            e = np.asarray(self.edges)
+            codes = np.searchsorted(e, arr, side="right").astype(np.int64) - 1
+            codes[arr == e[-1]] = len(e) - 2
+            low_bad, high_bad = arr < e[0], arr > e[-1]
+            allowed = f"[{_fmt(e[0])}, {_fmt(e[-1])}]"
+        else:
+            if arr.dtype.kind == "f":
+                frac = arr != np.floor(arr)
+                if frac.any():
+                    raise DomainError(
+                        f"attribute {self.name!r} holds integers {self.low}..{self.high} but got "
+                        f"fractional values such as {arr[frac][:3].tolist()}; bin it with edges=[...]"
+                    )
+            low_bad, high_bad = arr < self.low, arr > self.high  # type: ignore[operator]
+            codes = (arr - self.low).astype(np.int64) if arr.size else np.zeros(0, np.int64)
+            allowed = f"{self.low}..{self.high}"
+        return _apply_policy(self.name, arr, codes, low_bad, high_bad, self.size, out_of_domain, allowed, clip_ok=True)
+
+    def decode(self, codes: ArrayLike) -> np.ndarray:
+        c = np.asarray(codes, dtype=np.int64)
+        if self.edges is not None:
+            return np.asarray(self.labels, dtype=object)[c]
+        return c + self.low
+
+    def code_of(self, value: Any) -> int:
+        """The code of a single value (used to resolve query bounds)."""
+        return int(self.encode(np.asarray([value]))[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.edges is not None:
+            return {"kind": "ordinal", "name": self.name, "edges": list(self.edges)}
+        return {"kind": "ordinal", "name": self.name, "low": self.low, "high": self.high}
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _apply_policy(
+    name: str,
+    arr: np.ndarray,
+    codes: NDArray[np.int64],
+    low_bad: np.ndarray,
+    high_bad: np.ndarray,
+    size: int,
+    policy: str,
+    allowed: str,
+    clip_ok: bool,
+) -> NDArray[np.int64]:
+    bad = low_bad | high_bad
+    if not bad.any():
+        return codes
+    if policy == "error":
+        raise _out_of_domain_error(name, arr[bad], int(bad.sum()), arr.size, allowed)
+    if policy == "clip":
+        if not clip_ok:
+            raise DomainError(
+                f"attribute {name!r} is nominal: out-of-domain values cannot be clipped; use "
+                f"out_of_domain='drop' or add the values to the domain"
+            )
+        codes = codes.copy()
+        codes[low_bad] = 0
+        codes[high_bad] = size - 1
+        return codes
+    if policy == "drop":
+        codes = codes.copy()
+        codes[bad] = -1
+        return codes
+    raise InvalidParameterError(f"out_of_domain must be 'error', 'clip' or 'drop', got {policy!r}")
+
+
+@dataclass(frozen=True)
+class Nominal:
+    """An unordered attribute with named values and a hierarchy over them.
+
+    ``Nominal("sex", ["Female", "Male"])`` gets a flat hierarchy (root ``"sex:*"``);
+    ``Nominal("job", hierarchy)`` takes its values from the hierarchy's leaves.
+
+    >>> Nominal("sex", ["F", "M"]).encode(["M", "F", "M"]).tolist()
+    [1, 0, 1]
+    """
+
+    name: str
+    hierarchy: Hierarchy
+
+    def __init__(self, name: str, values_or_hierarchy: Hierarchy | Sequence[Any] | Mapping[str, Any]) -> None:
+        if not isinstance(name, str) or not name:
+            raise InvalidParameterError(f"attribute name must be a non-empty string, got {name!r}")
+        h = values_or_hierarchy
+        if isinstance(h, Mapping):
+            h = Hierarchy.from_dict(h)
+        elif not isinstance(h, Hierarchy):
+            values = [str(v) for v in h]
+            if not values:
+                raise InvalidParameterError(f"attribute {name!r} has no values; a nominal attribute needs at least one")
+            if len(set(values)) != len(values):
+                raise InvalidParameterError(f"attribute {name!r}: values must be distinct, got {values}")
+            h = Hierarchy.flat(values, root=f"{name}:*")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "hierarchy", h)
+
+    kind = "nominal"
+
+    @property
+    def size(self) -> int:
+        return self.hierarchy.size
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return self.hierarchy.leaves
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.hierarchy.leaves)
+
+    def encode(self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
+        arr = _as_array(values, self.name)
+        if arr.dtype.kind == "f" and np.isnan(arr).any():
+            raise DomainError(
+                f"attribute {self.name!r}: {int(np.isnan(arr).sum())} values are NaN/None; impute or "
+                f"remove them (fugu never drops them silently)"
+            )
+        if arr.dtype.kind == "O":
+            missing = np.array([v is None or (isinstance(v, float) and v != v) for v in arr], dtype=bool)
+            if missing.any():
+                raise DomainError(
+                    f"attribute {self.name!r}: {int(missing.sum())} of {arr.size} values are None/NaN; "
+                    f"impute or remove them (fugu never drops them silently)"
+                )
+        uniq, inverse = np.unique(arr.astype(str), return_inverse=True)
+        lookup = {v: i for i, v in enumerate(self.hierarchy.leaves)}
+        mapped = np.array([lookup.get(u, -1) for u in uniq.tolist()], dtype=np.int64)
+        codes = mapped[inverse.reshape(-1)] if arr.size else np.zeros(0, np.int64)
+        bad = codes < 0
+        shown = f"one of {len(lookup)} values, e.g. {list(lookup)[:4]}"
+        return _apply_policy(self.name, arr, codes, bad, np.zeros_like(bad), self.size, out_of_domain, shown, clip_ok=False)
+
+    def decode(self, codes: ArrayLike) -> np.ndarray:
+        return np.asarray(self.hierarchy.leaves, dtype=object)[np.asarray(codes, dtype=np.int64)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "nominal", "name": self.name, "hierarchy": self.hierarchy.to_dict()}
+
+
+Attribute = Ordinal | Nominal
+
+
+def attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
+    if d.get("kind") == "ordinal":
+        if "edges" in d:
+            return Ordinal(d["name"], edges=d["edges"])
+        return Ordinal(d["name"], d["low"], d["high"])
+    if d.get("kind") == "nominal":
+        return Nominal(d["name"], Hierarchy.from_dict(d["hierarchy"]))
+    raise InvalidParameterError(f"unknown attribute description {dict(d)!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Domain
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Domain:
+    """An ordered tuple of attributes; cells are numbered in C (row-major) order.
+
+    >>> dom = Domain([Ordinal("a", 0, 3), Ordinal("b", 1, 2)])
+    >>> dom.names, dom.shape
+    (('a', 'b'), (4, 2))
+    >>> dom.decode([7])
+    {'a': array([3]), 'b': array([2])}
+    """
+
+    attributes: tuple[Attribute, ...]
+
+    def __init__(self, attributes: Iterable[Attribute]) -> None:
+        attrs = tuple(attributes)
+        if not attrs:
+            raise InvalidParameterError("a domain needs at least one attribute")
+        for a in attrs:
+            if not isinstance(a, Ordinal | Nominal):
+                raise InvalidTypeError(f"domain attributes must be Ordinal or Nominal, got {a!r}")
+        names = [a.name for a in attrs]
+        if len(set(names)) != len(names):
+            raise InvalidParameterError(f"attribute names must be unique, got {names}")
+        object.__setattr__(self, "attributes", attrs)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self) -> int:
+        """Number of cells (a Python int: may exceed 2**63)."""
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.attributes)
+
+    def __len__(self) -> int:
+        return len(self.attributes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __getitem__(self, name: str) -> Attribute:
+        return self.attribute(name)
+
+    def attribute(self, name: str) -> Attribute:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(self.names), n=3)
+        hint = f"; did you mean {close}?" if close else ""
+        raise DomainError(f"unknown attribute {name!r}: the domain has {list(self.names)}{hint}")
+
+    def axis(self, name: str) -> int:
+        self.attribute(name)
+        return self.names.index(name)
+
+    def project(self, names: Sequence[str]) -> Domain:
+        """The sub-domain of the named attributes, in the given order."""
+        return Domain([self.attribute(n) for n in names])
+
+    def check_dense(self, what: str = "a dense histogram", bytes_per_cell: int = 8) -> None:
+        """Raise :class:`DomainTooLargeError` if a dense array over the domain will not fit."""
+        if self.size > MAX_DENSE_CELLS:
+            gib = self.size * bytes_per_cell / 2**30
+            raise DomainTooLargeError(
+                f"{what} over this domain needs {self.size:,} cells ({gib:,.1f} GiB); the limit is "
+                f"{MAX_DENSE_CELLS:,} cells. Coarsen attributes (fewer bins or a higher hierarchy "
+                f"level), release marginals over fewer attributes, or use an LDP/grid method that "
+                f"is not dense over the whole domain"
+            )
+
+    # encoding ------------------------------------------------------------------------------
+    def encode_columns(
+        self, columns: Mapping[str, ArrayLike], out_of_domain: OutOfDomainPolicy = "error"
+    ) -> NDArray[np.int64]:
+        """Per-attribute codes as an (n, d) array; rows dropped by the policy carry -1."""
+        missing = [n for n in self.names if n not in columns]
+        if missing:
+            raise DomainError(
+                f"records lack the column(s) {missing}; they have {sorted(map(str, columns))[:20]}. "
+                f"Rename the columns or change the domain"
+            )
+        cols = [a.encode(columns[a.name], out_of_domain) for a in self.attributes]
+        lengths = {c.size for c in cols}
+        if len(lengths) > 1:
+            raise DomainError(f"columns have different lengths: {dict(zip(self.names, [c.size for c in cols], strict=True))}")
+        return np.stack(cols, axis=1) if cols[0].size else np.zeros((0, self.ndim), np.int64)
+
+    def encode(self, columns: Mapping[str, ArrayLike], out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
+        """Flat cell indices (C order). Needs ``size < 2**63``; dropped rows are removed.
+
+        Dropping is only done when ``out_of_domain='drop'`` was asked for.
+        """
+        if self.size >= 2**63:
+            raise DomainTooLargeError(
+                f"the domain has {self.size:.3g} cells, too many for a flat 64-bit cell index; use "
+                f"per-attribute codes (encode_columns)"
+            )
+        codes = self.encode_columns(columns, out_of_domain)
+        if out_of_domain == "drop":
+            codes = codes[(codes >= 0).all(axis=1)]
+        return self.flatten(codes)
+
+    def flatten(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """(n, d) codes → flat indices."""
+        flat = np.zeros(codes.shape[0], dtype=np.int64)
+        for j, size in enumerate(self.shape):
+            flat *= size
+            flat += codes[:, j]
+        return flat
+
+    def unflatten(self, flat: ArrayLike) -> NDArray[np.int64]:
+        """Flat indices → (n, d) codes."""
+        f = np.asarray(flat, dtype=np.int64).reshape(-1)
+        return np.stack(np.unravel_index(f, self.shape), axis=1).astype(np.int64)
+
+    def decode(self, flat: ArrayLike) -> dict[str, np.ndarray]:
+        """Flat indices → ``{name: values}`` (bin labels for binned attributes)."""
+        codes = self.unflatten(flat)
+        return {a.name: a.decode(codes[:, j]) for j, a in enumerate(self.attributes)}
+
+    # serialisation -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"attributes": [a.to_dict() for a in self.attributes]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Domain:
+        return cls([attribute_from_dict(a) for a in d["attributes"]])
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{a.name}:{a.kind}[{a.size}]" for a in self.attributes)
+        return f"Domain({parts})"

@@ -1,0 +1,87 @@
+"""The numpy engine: chunked ``np.bincount`` and conversion of in-memory tables to columns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import EmptyDataError, InvalidTypeError
+
+CHUNK_ROWS = 1 << 22
+
+
+def bincount_chunked(
+    flat: NDArray[np.int64], size: int, weights: NDArray[Any] | None = None, chunk: int = CHUNK_ROWS
+) -> NDArray[np.int64]:
+    """Counts of each flat index in ``[0, size)``; chunked so temporaries stay bounded.
+
+    >>> bincount_chunked(np.array([0, 2, 2]), 4).tolist()
+    [1, 0, 2, 0]
+    """
+    out = np.zeros(size, dtype=np.int64)
+    for start in range(0, flat.size, chunk):
+        part = flat[start : start + chunk]
+        w = None if weights is None else weights[start : start + chunk]
+        counts = np.bincount(part, weights=w, minlength=size)
+        out += counts.astype(np.int64) if w is not None else counts
+    return out
+
+
+def sum_partials(partials: Iterable[NDArray[np.int64]], size: int) -> NDArray[np.int64]:
+    """Sum per-partition count vectors (the reduce step of every engine)."""
+    total = np.zeros(size, dtype=np.int64)
+    for p in partials:
+        total += p
+    return total
+
+
+def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
+    """The named columns of an in-memory table as numpy arrays.
+
+    Accepts a mapping of name → array, a numpy structured array, a pandas or Polars DataFrame, or a
+    pyarrow Table / RecordBatch. Missing columns are reported by the domain, with their names.
+    """
+    if isinstance(data, Mapping):
+        cols = {str(k): np.asarray(v) for k, v in data.items() if str(k) in names}
+    elif isinstance(data, np.ndarray) and data.dtype.names:
+        cols = {n: np.asarray(data[n]) for n in data.dtype.names if n in names}
+    else:
+        mod = type(data).__module__.split(".")[0]
+        if mod == "pandas":
+            cols = {str(c): _pandas_column(data[c]) for c in data.columns if str(c) in names}
+        elif mod == "polars":
+            cols = {c: _polars_column(data[c]) for c in data.columns if c in names}
+        elif mod == "pyarrow":
+            cols = {c: _arrow_column(data.column(c)) for c in data.column_names if c in names}
+        elif mod == "pyspark":
+            raise InvalidTypeError("Spark DataFrames are counted by the spark engine; pass engine='spark'")
+        else:
+            raise InvalidTypeError(
+                f"records must be a mapping of column name to array, a numpy structured array, "
+                f"a pandas/Polars DataFrame or an Arrow table; got {type(data).__name__}"
+            )
+    lengths = {len(v) for v in cols.values()}
+    if lengths == {0}:
+        raise EmptyDataError("the records are empty (0 rows); there is nothing to count")
+    return cols
+
+
+def _pandas_column(s: Any) -> np.ndarray:
+    if s.dtype.kind in "iufb":
+        return s.to_numpy()
+    return s.to_numpy(dtype=object, na_value=None)
+
+
+def _polars_column(s: Any) -> np.ndarray:
+    if s.null_count():
+        return np.asarray(s.to_list(), dtype=object)
+    return s.to_numpy()
+
+
+def _arrow_column(c: Any) -> np.ndarray:
+    if c.null_count:
+        return np.asarray(c.to_pylist(), dtype=object)
+    return np.asarray(c.to_numpy(zero_copy_only=False))

@@ -1,0 +1,102 @@
+"""Errors raised by fugu.
+
+Every error names the argument, the bad value and the fix. Subclasses also derive from the
+built-in exception that convention expects (``ValueError`` for bad values, ``TypeError`` for bad
+types), so ``except ValueError`` keeps working for callers that do not know fugu.
+"""
+
+from __future__ import annotations
+
+
+class FuguError(Exception):
+    """Base class of every error fugu raises on purpose."""
+
+
+class InvalidParameterError(FuguError, ValueError):
+    """A parameter (epsilon, branching, theta, ...) has a value fugu cannot use."""
+
+
+class InvalidTypeError(FuguError, TypeError):
+    """An argument has a type fugu cannot use."""
+
+
+class DomainError(FuguError, ValueError):
+    """Records, queries or policies do not fit the declared domain."""
+
+
+class EmptyDataError(FuguError, ValueError):
+    """The input has no records where some are needed."""
+
+
+class DomainTooLargeError(FuguError, MemoryError):
+    """A dense structure over the domain would not fit in memory."""
+
+
+class BudgetExceededError(FuguError, RuntimeError):
+    """A release would spend more privacy budget than remains."""
+
+
+class ReportError(FuguError, ValueError):
+    """A local-DP report is malformed or belongs to another protocol."""
+
+
+class PolicyError(FuguError, ValueError):
+    """A Blowfish policy is malformed or does not cover the domain."""
+
+
+class PrivacyLeakWarning(UserWarning):
+    """An operation would weaken the stated guarantee (for example a seeded, non-private source)."""
+
+
+def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
+    """Return ``epsilon`` as a float after checking it is a finite number > 0.
+
+    >>> check_epsilon(0.5)
+    0.5
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
+        try:
+            import numpy as np
+
+            if isinstance(epsilon, np.integer | np.floating):
+                epsilon = float(epsilon)
+            else:
+                raise TypeError
+        except TypeError:
+            raise InvalidTypeError(
+                f"{name} must be a positive number, got {epsilon!r} of type "
+                f"{type(epsilon).__name__}; pass e.g. {name}=1.0"
+            ) from None
+    value = float(epsilon)  # type: ignore[arg-type]
+    if not value == value or value in (float("inf"), float("-inf")):
+        raise InvalidParameterError(f"{name} must be finite, got {value!r}; pass e.g. {name}=1.0")
+    if value <= 0:
+        raise InvalidParameterError(
+            f"{name} must be > 0, got {value!r}; a smaller {name} means more privacy and more "
+            f"noise, typical values are 0.1 to 2"
+        )
+    if value > 1000:
+        raise InvalidParameterError(
+            f"{name}={value!r} is so large that the release is not private in any useful sense; "
+            f"use a value below 1000 (typical values are 0.1 to 2)"
+        )
+    return value
+
+
+def check_positive_int(value: object, name: str, minimum: int = 1) -> int:
+    """Return ``value`` as an int after checking it is an integer >= ``minimum``.
+
+    >>> check_positive_int(4, "branching", minimum=2)
+    4
+    """
+    import numpy as np
+
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        if isinstance(value, float | np.floating) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise InvalidTypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    ivalue = int(value)  # type: ignore[arg-type]
+    if ivalue < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {ivalue}")
+    return ivalue

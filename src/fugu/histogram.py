@@ -1,0 +1,168 @@
+"""Histogram: dense counts over a :class:`~fugu.Domain`.
+
+A histogram is the private input of every central mechanism. It is counted by an engine
+(:mod:`fugu.engines`) from records or files, or given directly as an array of counts.
+
+>>> import numpy as np, fugu
+>>> dom = fugu.Domain([fugu.Ordinal("age", 0, 4), fugu.Nominal("sex", ["F", "M"])])
+>>> hist = fugu.Histogram.from_records({"age": [1, 1, 4], "sex": ["F", "M", "M"]}, dom)
+>>> hist.counts.tolist()
+[[0, 0], [1, 1], [0, 0], [0, 0], [0, 1]]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .domain import Domain, OutOfDomainPolicy
+from .engines import bincount_chunked, check_engine, columns_of
+from .errors import DomainError, EmptyDataError, InvalidParameterError, InvalidTypeError
+
+__all__ = ["Histogram"]
+
+
+class Histogram:
+    """Dense integer counts shaped like the domain.
+
+    Parameters
+    ----------
+    counts : array of non-negative integers, shape ``domain.shape``
+    domain : Domain
+    data_options : dict, optional
+        How the records were turned into counts (out-of-domain policy, source). Recorded in every
+        release made from this histogram; never holds data-dependent numbers.
+    """
+
+    def __init__(self, counts: ArrayLike, domain: Domain, *, data_options: dict[str, Any] | None = None) -> None:
+        if not isinstance(domain, Domain):
+            raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(domain).__name__}")
+        domain.check_dense("a histogram")
+        arr = np.asarray(counts)
+        if arr.shape != domain.shape:
+            if arr.size == domain.size and arr.ndim == 1:
+                arr = arr.reshape(domain.shape)
+            else:
+                raise InvalidParameterError(f"counts have shape {arr.shape}, the domain needs {domain.shape}")
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.rint(arr)):
+                raise InvalidParameterError("counts must be finite whole numbers")
+            arr = arr.astype(np.int64)
+        elif arr.dtype.kind not in "iu":
+            raise InvalidTypeError(f"counts must be integers, got dtype {arr.dtype}")
+        if arr.size and arr.min() < 0:
+            raise InvalidParameterError("counts must be non-negative")
+        self.counts: NDArray[np.int64] = arr.astype(np.int64, copy=False)
+        self.domain = domain
+        self.data_options: dict[str, Any] = dict(data_options or {})
+
+    # construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_records(
+        cls,
+        data: Any,
+        domain: Domain,
+        *,
+        out_of_domain: OutOfDomainPolicy = "error",
+        engine: str = "numpy",
+        **engine_options: Any,
+    ) -> Histogram:
+        """Count records: a mapping of column → array, a structured array, a pandas or Polars
+        DataFrame, an Arrow table, or (``engine="spark"``) a Spark DataFrame.
+
+        ``out_of_domain``: ``"error"`` (default) refuses values outside the domain with a count
+        and examples; ``"clip"`` moves ordinal values to the nearest end; ``"drop"`` leaves such
+        rows out. The choice (never the number of rows affected) is recorded in the release.
+        """
+        check_engine(engine)
+        if engine == "spark" or type(data).__module__.startswith("pyspark"):
+            from .engines import spark as spark_engine
+
+            counts = spark_engine.histogram(data, domain, out_of_domain=out_of_domain, **engine_options)
+            return cls(counts.reshape(domain.shape), domain, data_options={"out_of_domain": out_of_domain, "engine": "spark"})
+        domain.check_dense("a histogram")
+        cols = columns_of(data, domain.names)
+        flat = domain.encode(cols, out_of_domain)
+        counts = bincount_chunked(flat, domain.size)
+        return cls(counts.reshape(domain.shape), domain, data_options={"out_of_domain": out_of_domain, "engine": engine})
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | Path | None,
+        domain: Domain,
+        *,
+        engine: str = "duckdb",
+        sql: str | None = None,
+        out_of_domain: OutOfDomainPolicy = "error",
+        **engine_options: Any,
+    ) -> Histogram:
+        """Count a CSV or Parquet file, or the result of ``sql`` (a DuckDB query).
+
+        A ``WHERE`` in ``sql`` is a *public* filter: which rows are counted must not itself be
+        secret (it is part of the release's definition).
+        """
+        check_engine(engine)
+        domain.check_dense("a histogram")
+        if engine == "spark":
+            from .engines import spark as spark_engine
+
+            counts = spark_engine.histogram_from_file(path, domain, out_of_domain=out_of_domain, **engine_options)
+        elif engine == "numpy":
+            from .engines.file_numpy import histogram_from_file as numpy_from_file
+
+            counts = numpy_from_file(path, domain, out_of_domain=out_of_domain, **engine_options)
+        else:
+            from .engines.duckdb_engine import grouped_counts
+
+            values, weights = grouped_counts(domain.names, path=path, sql=sql, **engine_options)
+            if weights.sum() == 0:
+                raise EmptyDataError(f"{path or 'the query'} has no rows; there is nothing to count")
+            codes = domain.encode_columns(values, out_of_domain)
+            keep = (codes >= 0).all(axis=1)
+            counts = np.bincount(domain.flatten(codes[keep]), weights=weights[keep], minlength=domain.size).astype(np.int64)
+        opts = {"out_of_domain": out_of_domain, "engine": engine, "source": "sql" if sql else "file"}
+        if sql:
+            opts["public_filter_sql"] = sql
+        return cls(counts.reshape(domain.shape), domain, data_options=opts)
+
+    # views -----------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.domain.shape
+
+    def total(self) -> int:
+        """The number of records (private: do not publish it without noise)."""
+        return int(self.counts.sum())
+
+    def project(self, names: list[str] | tuple[str, ...]) -> Histogram:
+        """The marginal histogram over the named attributes."""
+        sub = self.domain.project(list(names))
+        axes = [self.domain.axis(n) for n in names]
+        other = tuple(a for a in range(self.domain.ndim) if a not in axes)
+        summed = self.counts.sum(axis=other)
+        kept = [a for a in range(self.domain.ndim) if a in axes]
+        order = [kept.index(a) for a in axes]
+        return Histogram(np.transpose(summed, order), sub, data_options=self.data_options)
+
+    def __repr__(self) -> str:
+        return f"Histogram({self.domain!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Histogram) and self.domain == other.domain and np.array_equal(self.counts, other.counts)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def require_histogram(hist: Any, what: str = "hist") -> Histogram:
+    """Check a mechanism's input is a Histogram with at least one record."""
+    if not isinstance(hist, Histogram):
+        raise InvalidTypeError(
+            f"{what} must be a fugu.Histogram, got {type(hist).__name__}; build one with "
+            f"fugu.Histogram.from_records(records, domain) or fugu.Histogram(counts, domain)"
+        )
+    return hist
+
