@@ -1,0 +1,1 @@
+"""Blowfish privacy: policies, policy-specific sensitivity, Ordered mechanisms, private k-means."""

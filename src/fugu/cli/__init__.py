@@ -1,0 +1,256 @@
+"""The ``fugu`` command.
+
+Each privacy model adds its commands from its own module (``cli/central.py``, ``cli/blowfish.py``,
+``cli/graph.py``, ``cli/ldp.py``) through a ``register(group)`` function, and cube mechanisms add
+themselves to :data:`fugu.cli._common.MECHANISMS` so ``fugu release`` and ``fugu demo`` reach them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import MECHANISMS, emit, load_domain, load_histogram, seed_source, table
+
+MODEL_MODULES = ("fugu.cli.central", "fugu.cli.blowfish", "fugu.cli.graph", "fugu.cli.ldp")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
+@click.version_option(package_name="fugu")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """fugu: statistics about sensitive data under a privacy guarantee you choose.
+
+    \b
+    Central DP cubes     fugu release --mechanism laplace|hierarchical|privelet|privelet+
+    Blowfish policies    fugu release --mechanism ordered --policy line ; fugu kmeans
+    Graphs (node/edge)   fugu graph count --pattern triangle --unit node
+    Local DP             fugu ldp simulate | perturb | aggregate
+    Look at releases     fugu query, fugu info, fugu report
+    Try everything       fugu demo
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def _mechanism_names() -> list[str]:
+    _load_models()
+    return sorted(MECHANISMS)
+
+
+@cli.command()
+@click.option("--data", default="adult", show_default=True, help="'adult' (bundled) or a CSV/Parquet file.")
+@click.option("--attributes", "-a", multiple=True, help="Attributes: names for adult, or 'age:0..99,sex:F|M' for files.")
+@click.option("--domain", "domain_file", help="Domain JSON file (instead of --attributes).")
+@click.option("--mechanism", "-m", default="laplace", show_default=True, help="Cube mechanism; see 'fugu release --list'.")
+@click.option("--epsilon", "-e", type=float, required=False, help="Privacy-loss bound ε > 0.")
+@click.option("--neighbours", type=click.Choice(["replace", "add-remove"]), default="replace", show_default=True)
+@click.option("--policy", help="Blowfish policy, e.g. 'line', 'distance:theta=5', 'attribute', 'partition:age=10'.")
+@click.option("--branching", type=int, help="Tree fan-out for hierarchical mechanisms (default: chosen).")
+@click.option("--plain", help="Privelet+: attributes not transformed (comma list) or 'auto'.")
+@click.option("--option", "-o", "extra", multiple=True, help="Other mechanism option as key=value.")
+@click.option("--engine", type=click.Choice(["numpy", "duckdb", "spark"]), help="Counting engine for files.")
+@click.option("--sql", help="Count the result of this DuckDB query (its WHERE is a public filter).")
+@click.option("--out-of-domain", type=click.Choice(["error", "clip", "drop"]), default="error", show_default=True)
+@click.option("--seed", type=int, help="Reproducible, NOT private run.")
+@click.option("--ledger", type=click.Path(dir_okay=False), help="Budget ledger JSON; refuses a release over its total.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the release here (.npz).")
+@click.option("--list", "list_only", is_flag=True, help="List the mechanisms and exit.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def release(data: str, attributes: tuple[str, ...], domain_file: str | None, mechanism: str, epsilon: float | None,
+            neighbours: str, policy: str | None, branching: int | None, plain: str | None, extra: tuple[str, ...],
+            engine: str | None, sql: str | None, out_of_domain: str, seed: int | None, ledger: str | None,
+            out: str | None, list_only: bool, as_json: bool) -> None:
+    """Release a noisy data cube of DATA over the chosen attributes."""
+    names = _mechanism_names()
+    if list_only:
+        emit({n: MECHANISMS[n].summary for n in names}, as_json,
+             lambda: table([[n, MECHANISMS[n].model, MECHANISMS[n].summary] for n in names], ["mechanism", "model", "what"]))
+        return
+    if epsilon is None:
+        raise click.UsageError("--epsilon is required (e.g. --epsilon 1.0)")
+    if mechanism not in MECHANISMS:
+        raise click.BadParameter(f"unknown mechanism {mechanism!r}; choose from {names}", param_hint="--mechanism")
+    options: dict[str, Any] = {"neighbours": neighbours}
+    if policy is not None:
+        options["policy"] = policy
+    if branching is not None:
+        options["branching"] = branching
+    if plain is not None:
+        options["plain"] = "auto" if plain == "auto" else [p for p in plain.split(",") if p]
+    for kv in extra:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected key=value, got {kv!r}", param_hint="--option")
+        options[k.strip()] = _parse_value(v.strip())
+    dom = load_domain(data, attributes, domain_file)
+    acct = _open_ledger(ledger)
+    hist = load_histogram(data, dom, engine, out_of_domain, sql)
+    rng = seed_source(seed)
+    entry = MECHANISMS[mechanism]
+    if acct is not None:
+        acct.spend(epsilon, f"{mechanism} release of {data} over {','.join(dom.names)}")
+    rel = entry.run(hist, epsilon, options, rng)
+    if acct is not None and ledger:
+        acct.save(ledger)
+    path = rel.save(out) if out else None
+    summary = rel.summary() | {"file": str(path) if path else None}
+    emit(summary, as_json, lambda: rel.guarantee.describe() + (f"\nwritten to {path}" if path else ""))
+
+
+def _open_ledger(path: str | None) -> Any:
+    if not path:
+        return None
+    from ..budget import Accountant
+
+    p = Path(path)
+    if not p.exists():
+        raise click.UsageError(f"ledger {path!r} does not exist; create it with 'fugu ledger init {path} --total EPS'")
+    return Accountant.load(p)
+
+
+def _parse_value(v: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(v)
+        except ValueError:
+            pass
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    return v
+
+
+@cli.group()
+def ledger() -> None:
+    """A privacy-budget ledger file shared by several releases."""
+
+
+@ledger.command("init")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--total", type=float, required=True, help="Total ε this ledger may spend.")
+def ledger_init(path: str, total: float) -> None:
+    """Create a ledger with a declared total ε."""
+    from ..budget import Accountant
+
+    Accountant(total).save(path)
+    click.echo(f"ledger {path}: total epsilon {total:g}")
+
+
+@ledger.command("show")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+def ledger_show(path: str) -> None:
+    """Print what a ledger has spent."""
+    from ..budget import Accountant
+
+    click.echo(Accountant.load(path).report())
+
+
+@cli.command()
+@click.argument("release_file", type=click.Path(dir_okay=False))
+@click.option("--where", "-w", multiple=True, help="Condition 'age=20..29' or 'occupation=Professional'; repeat to AND.")
+@click.option("--json", "as_json", is_flag=True)
+def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
+    """Answer a range query from a saved release."""
+    from ..queries import RangeQuery, parse_condition
+    from ..release import Release
+
+    rel = Release.load(release_file)
+    conds: dict[str, Any] = {}
+    for w in where:
+        k, v = parse_condition(w)
+        if k in conds:
+            raise click.BadParameter(f"attribute {k!r} appears twice", param_hint="--where")
+        conds[k] = v
+    q = RangeQuery(conds)
+    ans = rel.answer(q)
+    err = rel.expected_error(q)
+    emit({"query": str(q), "answer": ans, "expected_error": err}, as_json,
+         lambda: f"{q}: {ans:,.1f}" + (f"  (± {err:,.1f} RMSE)" if err is not None else ""))
+
+
+@cli.command()
+@click.argument("release_file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def info(release_file: str, as_json: bool) -> None:
+    """Describe a saved release: its guarantee and domain."""
+    from ..release import Release
+
+    rel = Release.load(release_file)
+    s = rel.summary()
+
+    def text() -> str:
+        lines = [f"kind: {s['kind']}", rel.guarantee.describe()]
+        if "domain" in s:
+            lines.append("domain: " + ", ".join(f"{k} {v}" for k, v in s["domain"].items()))
+        params = rel.guarantee.parameters
+        if params:
+            lines.append("parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()))
+        return "\n".join(lines)
+
+    emit(s, as_json, text)
+
+
+@cli.command()
+@click.option("--epsilon", "-e", type=float, default=1.0, show_default=True)
+@click.option("--queries", "n_queries", type=int, default=1000, show_default=True)
+@click.option("--attributes", "-a", default="age,sex,occupation,income", show_default=True)
+@click.option("--seed", type=int, help="Reproducible, NOT private run.")
+@click.option("--report", "report_path", default="fugu-report.html", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def demo(epsilon: float, n_queries: int, attributes: str, seed: int | None, report_path: str, as_json: bool) -> None:
+    """Release the bundled Adult cube with every mechanism; compare errors; write an HTML report."""
+    from ..demo import run_demo
+
+    result = run_demo(epsilon=epsilon, n_queries=n_queries, attributes=attributes.split(","), seed=seed, report_path=report_path)
+    emit(result.to_dict(), as_json, result.text)
+
+
+def _load_models() -> None:
+    for mod in MODEL_MODULES:
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+            continue
+        register = getattr(module, "register", None)
+        if register is not None and not getattr(module, "_registered", False):
+            register(cli)
+            module._registered = True  # type: ignore[attr-defined]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one readable line on error and a non-zero exit code; --debug for tracebacks."""
+    from ..errors import FuguError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    _load_models()
+    try:
+        cli.main(args=args, prog_name="fugu", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except (FuguError, ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
+        if debug:
+            raise
+        click.echo(f"fugu: error: {exc}", err=True)
+        return 2
+    return 0
+
+
+from ._common import register_mechanism  # noqa: E402  (re-export for model modules)
+from . import _foundation  # noqa: E402,F401  (registers the Laplace baseline)
+
+__all__ = ["cli", "main", "register_mechanism"]

@@ -1,0 +1,3 @@
+from fugu.cli import main
+
+raise SystemExit(main())

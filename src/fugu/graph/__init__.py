@@ -1,0 +1,1 @@
+"""Node and edge differential privacy for subgraph counts and joins (Recursive Mechanism)."""

@@ -1,0 +1,1 @@
+"""Local differential privacy: frequency oracles, Square Wave, multi-dimensional range queries."""
