@@ -9,7 +9,7 @@ A tree of height ``h`` (``h`` edges from the root to a leaf) with fan-out ``b`` 
 ``h + 1`` arrays, **root first**::
 
     levels[0].shape == (..., 1)          # the root
-    levels[k].shape == (..., b**k)       # depth k; node j covers leaves [j*b**(h-k), (j+1)*b**(h-k))
+    levels[k].shape == (..., b**k)       # depth k: node j covers leaves [j, j+1) * b**(h-k)
     levels[h].shape == (..., b**h)       # the leaves
 
 Leading dimensions ``...`` are a batch: many independent trees are processed at once (this is how
@@ -158,17 +158,22 @@ def _check_levels(levels: Sequence[ArrayLike], b: int) -> list[FloatArray]:
     for k, x in enumerate(lv):
         if x.shape != (*batch, b**k):
             raise InvalidParameterError(
-                f"level {k} has shape {x.shape}; a fan-out {b} tree needs {(*batch, b**k)} (root first)"
+                f"level {k} has shape {x.shape}; a fan-out {b} tree needs "
+                f"{(*batch, b**k)} (root first)"
             )
     return lv
 
 
-def _variances(level_variance: Sequence[float] | ArrayLike | None, n_levels: int) -> FloatArray | None:
+def _variances(
+    level_variance: Sequence[float] | ArrayLike | None, n_levels: int
+) -> FloatArray | None:
     if level_variance is None:
         return None
     v = np.asarray(level_variance, dtype=np.float64).reshape(-1)
     if v.size != n_levels:
-        raise InvalidParameterError(f"level_variance needs one value per level ({n_levels}), got {v.size}")
+        raise InvalidParameterError(
+            f"level_variance needs one value per level ({n_levels}), got {v.size}"
+        )
     if np.any(np.isnan(v)) or np.any(v <= 0):
         raise InvalidParameterError("level variances must be > 0 (inf for an unmeasured level)")
     if not np.isfinite(v[-1]):
@@ -286,7 +291,9 @@ def canonical_runs(
     return runs[::-1]
 
 
-def canonical_answer(levels: Sequence[ArrayLike], lo: ArrayLike, hi: ArrayLike, fanout: int) -> FloatArray:
+def canonical_answer(
+    levels: Sequence[ArrayLike], lo: ArrayLike, hi: ArrayLike, fanout: int
+) -> FloatArray:
     """Range sums over ``[lo, hi)`` from the canonical nodes of a 1-D tree (vectorised)."""
     b = _check_fanout(fanout)
     lv = _check_levels(levels, b)
@@ -301,7 +308,11 @@ def canonical_answer(levels: Sequence[ArrayLike], lo: ArrayLike, hi: ArrayLike, 
 
 
 def canonical_variance(
-    lo: ArrayLike, hi: ArrayLike, fanout: int, height: int, level_variance: Sequence[float] | ArrayLike
+    lo: ArrayLike,
+    hi: ArrayLike,
+    fanout: int,
+    height: int,
+    level_variance: Sequence[float] | ArrayLike,
 ) -> FloatArray:
     """Variance of :func:`canonical_answer` with independent node noise of the given variances."""
     v = np.asarray(level_variance, dtype=np.float64).reshape(-1)
