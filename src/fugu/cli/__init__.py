@@ -17,7 +17,13 @@ import click
 
 from ._common import MECHANISMS, emit, load_domain, load_histogram, seed_source, table
 
-MODEL_MODULES = ("fugu.cli.central", "fugu.cli.blowfish", "fugu.cli.graph", "fugu.cli.ldp")
+MODEL_MODULES = (
+    "fugu.cli.central",
+    "fugu.cli.blowfish",
+    "fugu.cli.kmeans",
+    "fugu.cli.graph",
+    "fugu.cli.ldp",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -63,8 +63,10 @@ def grouped_counts(
                 f"or change the domain"
             )
         sel = ", ".join(_quote(n) for n in names)
-        rel = con.execute(f"SELECT {sel}, count(*) AS __n FROM {src} GROUP BY ALL")
-        table: Any = rel.fetch_arrow_table()
+        rel = con.sql(f"SELECT {sel}, count(*) AS __n FROM {src} GROUP BY ALL")
+        # DuckDB >= 1.4 names it to_arrow_table; older releases fetch_arrow_table.
+        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+        table: Any = fetch()
     finally:
         con.close()
     out = {}

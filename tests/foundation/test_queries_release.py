@@ -1,0 +1,178 @@
+"""Queries, prefix sums, the Laplace baseline, releases, the budget and the audit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fugu
+from fugu import Domain, Histogram, Nominal, Ordinal, RandomSource, RangeQuery
+from fugu.queries import PrefixSums, Workload, mae, random_workload, relative_error, rmse
+from fugu.testing import audit
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 2**31 - 1))
+def test_prefix_sums_equal_brute_force(shape: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cube = rng.integers(-5, 20, size=shape).astype(float)
+    m = 20
+    lo = np.stack([rng.integers(0, s, m) for s in shape], axis=1)
+    hi = np.stack([rng.integers(lo[:, j] + 1, s + 1) for j, s in enumerate(shape)], axis=1)
+    bounds = np.stack([lo, hi], axis=2)
+    fast = PrefixSums(cube).answer(bounds)
+    slow = [cube[tuple(slice(a, b) for a, b in bq)].sum() for bq in bounds]
+    assert np.allclose(fast, slow)
+
+
+def dom2() -> Domain:
+    h = fugu.Hierarchy.from_dict({"any": {"g1": ["a", "b"], "g2": ["c"]}})
+    return Domain([Ordinal("age", 0, 9), Nominal("cat", h)])
+
+
+def test_query_resolution() -> None:
+    d = dom2()
+    assert RangeQuery({"age": (2, 4), "cat": "g1"}).bounds(d).tolist() == [[2, 5], [0, 2]]
+    assert RangeQuery(age=3).bounds(d).tolist() == [[3, 4], [0, 3]]
+
+
+@pytest.mark.parametrize(
+    ("cond", "match"),
+    [
+        ({"agee": (1, 2)}, "unknown attribute"),
+        ({"age": (5, 2)}, "reversed interval"),
+        ({"age": (0, 10)}, "leaves the domain"),
+        ({"cat": "g3"}, "no hierarchy node called 'g3'"),
+        ({"cat": (1, 2)}, "nominal"),
+    ],
+)
+def test_bad_queries(cond: dict, match: str) -> None:
+    with pytest.raises(fugu.DomainError, match=match):
+        RangeQuery(cond).bounds(dom2())
+
+
+def test_random_workload_shapes() -> None:
+    d = dom2()
+    w = random_workload(d, 100, n_predicates=1, seed=3)
+    b = w.bounds(d)
+    restricted = ((b[:, :, 0] > 0) | (b[:, :, 1] < np.array(d.shape))).sum(axis=1)
+    assert b.shape == (100, 2, 2) and restricted.max() <= 1
+    w2 = random_workload(d, 50, attributes=["age"], volume=0.5, seed=1)
+    assert np.all(w2.bounds(d)[:, 0, 1] - w2.bounds(d)[:, 0, 0] == 5)
+    assert str(w2[0]).startswith("age=")
+
+
+def test_error_metrics() -> None:
+    assert mae([1, 3], [2, 2]) == 1.0
+    assert rmse([0, 4], [0, 0]) == pytest.approx(np.sqrt(8))
+    assert relative_error([10, 110], [0, 100], sanity_bound=5).tolist() == [2.0, 0.1]
+
+
+def hist1d(values: list[int]) -> Histogram:
+    return Histogram(np.asarray(values), Domain([Ordinal("a", 0, len(values) - 1)]))
+
+
+def test_laplace_is_unbiased_with_exact_expected_error() -> None:
+    """Mean of 2,000 releases within 5 standard errors; empirical RMSE within 5% of the analytic."""
+    hist = hist1d([50, 0, 7, 3, 9, 0, 0, 1])
+    rng = RandomSource(seed=21)
+    q = RangeQuery({"a": (1, 5)})
+    answers = np.array([fugu.central.laplace(hist, 0.5, rng=rng).answer(q) for _ in range(2000)])
+    rel = fugu.central.laplace(hist, 0.5, rng=rng)
+    sd = rel.expected_error(q)
+    assert sd == pytest.approx(np.sqrt(5 * 2 * (2 / 0.5) ** 2), rel=0.05)
+    assert abs(answers.mean() - 19) < 5 * sd / np.sqrt(2000)
+    assert np.sqrt(np.mean((answers - 19) ** 2)) == pytest.approx(sd, rel=0.05)
+
+
+def test_laplace_add_remove_uses_sensitivity_one() -> None:
+    rel = fugu.central.laplace(hist1d([1, 2]), 1.0, neighbours="add-remove", rng=RandomSource(seed=1))
+    assert rel.guarantee.sensitivity == 1.0
+    assert "add or remove" in rel.guarantee.neighbours
+
+
+def test_laplace_privacy_audit_on_worst_case_neighbours() -> None:
+    """Replace one record: it moves from cell 0 to cell 1 (L1 change 2). ε = 1 passes; a
+    variant calibrated to sensitivity 1 (the add/remove mistake) fails."""
+    d1, d2 = hist1d([3, 0, 5]), hist1d([2, 1, 5])
+
+    def mech(h: Histogram, rng: RandomSource) -> np.ndarray:
+        return fugu.central.laplace(h, 1.0, rng=rng).counts
+
+    assert audit(mech, d1, d2, 1.0, n_runs=30_000).passed
+
+    def broken(h: Histogram, rng: RandomSource) -> np.ndarray:
+        return fugu.central.laplace(h, 2.0, rng=rng).counts  # half the noise needed for ε = 1
+
+    res = audit(broken, d1, d2, 1.0, n_runs=30_000)
+    assert not res.passed, str(res)
+
+
+def test_release_save_load_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    d = dom2()
+    hist = Histogram(np.arange(30).reshape(10, 3), d)
+    rel = fugu.central.laplace(hist, 1.0, rng=RandomSource(seed=2))
+    path = rel.save(tmp_path / "rel")
+    assert path.suffix == ".npz"
+    back = fugu.Release.load(path)
+    assert back.domain == d
+    assert back.guarantee == rel.guarantee
+    assert np.array_equal(back.counts, rel.counts)
+    q = RangeQuery({"cat": "g1", "age": (0, 4)})
+    assert back.answer(q) == rel.answer(q) and back.expected_error(q) == rel.expected_error(q)
+    # The file holds the noisy cube and metadata only.
+    with np.load(path) as z:
+        assert sorted(z.files) == ["__header__", "a_cell_variance", "a_estimate"]
+
+
+def test_load_rejects_other_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "x.npz").write_bytes(b"not a zip")
+    with pytest.raises(fugu.InvalidParameterError, match="not a fugu release"):
+        fugu.Release.load(tmp_path / "x.npz")
+
+
+def test_post_processing_is_recorded() -> None:
+    rel = fugu.central.laplace(hist1d([0, 0, 0, 0]), 0.1, rng=RandomSource(seed=3))
+    nn = rel.nonnegative()
+    assert nn.counts.min() >= 0 and "clamp negative cells to 0" in nn.guarantee.post_processing
+    assert nn.expected_error(RangeQuery(a=1)) is None
+    assert "NOT PRIVATE" in rel.guarantee.describe()
+
+
+def test_answer_many_matches_answer() -> None:
+    d = dom2()
+    rel = fugu.central.laplace(Histogram(np.ones((10, 3), int), d), 1.0, rng=RandomSource(seed=4))
+    w = random_workload(d, 40, seed=2)
+    assert np.allclose(rel.answer_many(w), [rel.answer(q) for q in w])
+    assert np.allclose(Workload(list(w)).answer(rel.counts, d), rel.answer_many(w))
+
+
+def test_accountant_ledger(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    acct = fugu.Accountant(1.0)
+    hist = hist1d([1, 2, 3])
+    fugu.central.laplace(hist, 0.4, accountant=acct, rng=RandomSource(seed=1))
+    fugu.central.laplace(hist, 0.6, accountant=acct, rng=RandomSource(seed=1))
+    assert acct.remaining == 0
+    with pytest.raises(fugu.BudgetExceededError, match="only 0 of 1 remains"):
+        fugu.central.laplace(hist, 0.1, accountant=acct)
+    acct.save(tmp_path / "l.json")
+    back = fugu.Accountant.load(tmp_path / "l.json")
+    assert [e.epsilon for e in back.ledger] == [0.4, 0.6]
+    par = fugu.Accountant(1.0)
+    par.parallel([0.5, 0.7], ["north", "south"], disjoint_by="region partition")
+    assert par.spent == 0.7
+    with pytest.raises(fugu.InvalidParameterError, match="tracks 'central-dp'"):
+        par.spend(0.1, "x", model="ldp")
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, float("nan"), float("inf"), "one"])
+def test_laplace_bad_epsilon(bad: object) -> None:
+    with pytest.raises(fugu.FuguError, match="epsilon"):
+        fugu.central.laplace(hist1d([1, 2]), bad)  # type: ignore[arg-type]
+
+
+def test_laplace_rejects_non_histogram() -> None:
+    with pytest.raises(fugu.InvalidTypeError, match="fugu.Histogram"):
+        fugu.central.laplace(np.array([1, 2]), 1.0)  # type: ignore[arg-type]
