@@ -1,0 +1,906 @@
+"""Blowfish policies: the domain T, the discriminative secret graph G and public constraints Q.
+
+A policy says *what* must stay secret. Each edge ``(x, y)`` of the secret graph G promises that,
+for every individual, an adversary cannot tell (beyond a factor ``e^ε``) whether that person's
+record is ``x`` or ``y``. Values far apart in G are protected less (``e^(kε)`` at graph distance
+``k``); values in different connected components are not protected against each other at all.
+Source: He, Machanavajjhala, Ding, "Blowfish Privacy", SIGMOD 2014 (arXiv 1312.3913, seed
+``000_…``), Section 3 (equations 4–7) and Definition of the discriminative secret graph.
+
+Graph families (none of them ever materialises the ``|T|²`` edges of a large domain):
+
+=====================  ==========================================================================
+``full``               every pair of values (complete graph): bounded differential privacy
+``attribute``          values that differ in exactly one attribute
+``partition``          values in the same block of a partition of T (block membership is public)
+``distance``           values within distance θ (weighted L1, or L∞) on the attributes' codes;
+                       ``line`` is θ = 1 on one ordered attribute
+``explicit``           a given edge list (small domains)
+=====================  ==========================================================================
+
+``bottom=True`` adds the vertex ⊥ ("this person is not in the data") joined to every value, so
+adding or removing a record is also protected (unbounded neighbours). Without it the number of
+records n is public, as in the paper.
+
+Attributes other modules read (the contract for ``fugu.blowfish.kmeans`` and the sensitivity code):
+
+``policy.kind``
+    ``"full" | "attribute" | "partition" | "distance" | "explicit"`` (``line`` is ``"distance"``
+    with ``theta == 1``; ``policy.is_line`` says so).
+``policy.theta``, ``policy.metric``, ``policy.weights``
+    distance policies: ``d(x, y) = Σ_A weights[A]·|code_A(x) − code_A(y)|`` (``"l1"``) or
+    ``max_A weights[A]·|…|`` (``"linf"``); weights default to 1 (one code step = 1).
+    Codes of an integer ordinal ``low..high`` are ``value − low``, so θ is in value units.
+``policy.attribute_blocks``
+    partition policies given per attribute: a tuple with, for each attribute, a tuple of block ids
+    (one per code) or ``None`` (the whole attribute is one block). Two cells are in the same block
+    when they agree on every attribute's block id.
+``policy.cell_blocks``
+    partition policies given per cell: flat block id of every cell (``None`` otherwise). Use
+    :meth:`Policy.block_ids` to get flat block ids in either case.
+``policy.edges``
+    explicit policies: (E, 2) array of flat cell indices, each undirected edge once (x < y).
+``policy.bottom``, ``policy.constraints``
+    the ⊥ vertex flag and the tuple of public constraints (:mod:`fugu.blowfish.constraints`).
+``policy.name``
+    a stable identifier (description + digest) used by the budget :class:`~fugu.Accountant`;
+    two policies with the same name are the same policy.
+
+Examples
+--------
+>>> import fugu
+>>> from fugu.blowfish import Policy
+>>> dom = fugu.Domain([fugu.Ordinal("age", 0, 99)])
+>>> Policy.line(dom).description
+'line'
+>>> p = Policy.parse("distance:theta=5", dom)
+>>> p.kind, p.theta, p.is_edge(10, 15), p.is_edge(10, 16)
+('distance', 5.0, True, False)
+>>> q = Policy.parse("partition:age=10", dom)
+>>> q.is_edge(12, 19), q.is_edge(19, 20)
+(True, False)
+>>> Policy.from_dict(p.to_dict()) == p
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..domain import Domain, Nominal, Ordinal
+from ..errors import DomainError, InvalidTypeError, PolicyError
+from .constraints import Constraint, constraint_from_dict
+
+__all__ = ["Policy", "parse_policy", "KINDS", "BOTTOM"]
+
+KINDS = ("full", "attribute", "partition", "distance", "explicit")
+
+#: Flat index used for the ⊥ vertex ("no record") in edge lists and ``is_edge``.
+BOTTOM = -1
+
+#: Domains up to this many cells may materialise every edge (tests, brute force).
+MAX_MATERIALISED_EDGES = 20_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class Policy:
+    """A Blowfish policy ``P = (T, G, I_Q)``. Build it with the class methods, not directly.
+
+    Frozen and hashable by content (``==`` compares the serialised form). ``str(policy)`` is
+    a one-line description; ``policy.to_dict()`` / ``Policy.from_dict`` round-trip it into a
+    release's guarantee.
+    """
+
+    domain: Domain
+    kind: str
+    theta: float | None = None
+    metric: str = "l1"
+    weights: tuple[float, ...] | None = None
+    attribute_blocks: tuple[tuple[int, ...] | None, ...] | None = None
+    cell_blocks: NDArray[np.int64] | None = field(default=None, repr=False)
+    edges: NDArray[np.int64] | None = field(default=None, repr=False)
+    bottom: bool = False
+    constraints: tuple[Constraint, ...] = ()
+    label: str = ""
+
+    # ------------------------------------------------------------------------------------------
+    # constructors
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def full(cls, domain: Domain, *, bottom: bool = False) -> Policy:
+        """Complete secret graph: every pair of values is secret (= bounded DP)."""
+        return cls(_check_domain(domain), "full", bottom=bool(bottom), label="full")
+
+    @classmethod
+    def attribute(cls, domain: Domain, *, bottom: bool = False) -> Policy:
+        """Values differing in exactly one attribute are secret pairs (``G^attr``)."""
+        return cls(_check_domain(domain), "attribute", bottom=bool(bottom), label="attribute")
+
+    @classmethod
+    def partition(
+        cls,
+        domain: Domain,
+        blocks: Mapping[str, Any] | ArrayLike,
+        *,
+        bottom: bool = False,
+    ) -> Policy:
+        """Values in the same block are secret pairs; which block a record is in is public.
+
+        ``blocks`` is either
+
+        * a mapping ``{attribute: spec}`` — per-attribute blocks; attributes not named form one
+          block each (fully protected). ``spec`` is an integer width (consecutive codes grouped
+          by ``width``; 1 = every value its own block), a sequence of block ids (one per value),
+          a list of groups (lists of values covering the attribute exactly once), or for a
+          nominal attribute ``"level<d>"`` (the hierarchy nodes at depth d);
+        * an array of block ids, one per cell (shape ``domain.shape`` or flat).
+
+        >>> import fugu
+        >>> dom = fugu.Domain([fugu.Ordinal("x", 0, 5)])
+        >>> Policy.partition(dom, {"x": [[0, 1, 2], [3, 4, 5]]}).block_ids().tolist()
+        [0, 0, 0, 1, 1, 1]
+        """
+        domain = _check_domain(domain)
+        if isinstance(blocks, Mapping):
+            per_attr: list[tuple[int, ...] | None] = [None] * domain.ndim
+            for name, spec in blocks.items():
+                j = domain.axis(str(name))
+                per_attr[j] = _attribute_blocks(domain.attributes[j], spec)
+            parts = [
+                f"{a.name}={_block_label(blocks[a.name])}"
+                for a in domain.attributes
+                if a.name in blocks
+            ]
+            return cls(
+                domain,
+                "partition",
+                attribute_blocks=tuple(per_attr),
+                bottom=bool(bottom),
+                label="partition:" + ",".join(parts),
+            )
+        arr = np.asarray(blocks)
+        if arr.size != domain.size:
+            raise PolicyError(
+                f"partition blocks: got {arr.size} block ids for a domain of {domain.size} cells; "
+                f"give one block id per cell (shape {domain.shape}) or a per-attribute mapping"
+            )
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind == "f" and np.all(arr == np.rint(arr)):
+                arr = arr.astype(np.int64)
+            else:
+                raise PolicyError("partition blocks: per-cell block ids must be integers")
+        _, ids = np.unique(arr.reshape(-1), return_inverse=True)
+        ids = ids.astype(np.int64)
+        ids.setflags(write=False)
+        return cls(
+            domain, "partition", cell_blocks=ids, bottom=bool(bottom), label="partition:cells"
+        )
+
+    @classmethod
+    def distance_threshold(
+        cls,
+        domain: Domain,
+        theta: float,
+        metric: str = "l1",
+        *,
+        weights: Mapping[str, float] | Sequence[float] | None = None,
+        bottom: bool = False,
+    ) -> Policy:
+        """Values within distance ``theta`` are secret pairs (``G^{d,θ}``).
+
+        The distance is taken on attribute codes (``value − low`` for an integer ordinal, bin
+        rank for a binned one), each multiplied by its weight (default 1): ``"l1"`` sums the
+        per-attribute distances, ``"linf"`` takes the largest. Every attribute must be ordinal.
+        θ must be at least the smallest weight, or the graph would have no edge and protect
+        nothing.
+        """
+        domain = _check_domain(domain)
+        nominal = [a.name for a in domain.attributes if not isinstance(a, Ordinal)]
+        if nominal:
+            raise PolicyError(
+                f"a distance-threshold policy needs ordered attributes; {nominal} are nominal. "
+                f"Use an 'attribute' or 'partition' policy for them, or make them Ordinal"
+            )
+        if metric not in ("l1", "linf"):
+            raise PolicyError(f"metric must be 'l1' or 'linf', got {metric!r}")
+        if isinstance(theta, bool) or not isinstance(theta, int | float | np.integer | np.floating):
+            raise InvalidTypeError(f"theta must be a number >= 1, got {theta!r}")
+        t = float(theta)
+        w = _weights(domain, weights)
+        if not math.isfinite(t) or t < min(w):
+            raise PolicyError(
+                f"theta={theta!r} is smaller than one step of every attribute (smallest weight "
+                f"{min(w):g}): the secret graph would have no edge and protect nothing; use "
+                f"theta >= {min(w):g} (theta=1 is the line graph)"
+            )
+        label = (
+            "line" if (t == 1 and domain.ndim == 1 and w == (1.0,)) else f"distance:theta={_num(t)}"
+        )
+        if metric != "l1":
+            label += f",metric={metric}"
+        if weights is not None and any(x != 1.0 for x in w):
+            label += ",weights=" + "|".join(_num(x) for x in w)
+        return cls(
+            domain, "distance", theta=t, metric=metric, weights=w, bottom=bool(bottom), label=label
+        )
+
+    @classmethod
+    def line(cls, domain: Domain, *, bottom: bool = False) -> Policy:
+        """Adjacent values of an ordered attribute are secret pairs: ``distance_threshold(θ=1)``."""
+        return cls.distance_threshold(domain, 1, bottom=bottom)
+
+    @classmethod
+    def explicit(cls, domain: Domain, edges: Any, *, bottom: bool = False) -> Policy:
+        """A secret graph given as a list of edges between cells (small domains).
+
+        Each edge is a pair of flat cell indices, or a pair of records (mappings ``{attr: value}``
+        or tuples of values in attribute order). ``None`` or ``"bottom"`` as an endpoint means ⊥
+        (and sets ``bottom`` only for that edge — use ``bottom=True`` to join ⊥ to every value).
+        """
+        domain = _check_domain(domain)
+        pairs = _edge_array(domain, edges)
+        return cls(
+            domain,
+            "explicit",
+            edges=pairs,
+            bottom=bool(bottom),
+            label=f"explicit:{len(pairs)} edges",
+        )
+
+    @classmethod
+    def parse(cls, text: str, domain: Domain) -> Policy:
+        """Parse the command-line form; see :func:`parse_policy`."""
+        return parse_policy(text, domain)
+
+    def with_constraints(self, *constraints: Constraint) -> Policy:
+        """The same secret graph with these public constraints added (checked against T)."""
+        for c in constraints:
+            if not isinstance(c, Constraint):
+                raise InvalidTypeError(
+                    f"constraints must be CountConstraint or MarginalConstraint, got "
+                    f"{type(c).__name__}"
+                )
+            c.check(self.domain)
+        return _replace(self, constraints=(*self.constraints, *constraints))
+
+    def with_bottom(self, bottom: bool = True) -> Policy:
+        """The same policy with (or without) the ⊥ vertex."""
+        return _replace(self, bottom=bool(bottom))
+
+    # ------------------------------------------------------------------------------------------
+    # descriptions
+    # ------------------------------------------------------------------------------------------
+    @property
+    def is_line(self) -> bool:
+        return (
+            self.kind == "distance"
+            and self.domain.ndim == 1
+            and self.theta is not None
+            and (self.theta < 2 * (self.weights or (1.0,))[0])
+        )
+
+    @property
+    def description(self) -> str:
+        """Human-readable one-liner, e.g. ``'distance:theta=5'`` or ``'line+bottom'``."""
+        s = self.label or self.kind
+        if self.bottom:
+            s += "+bottom"
+        if self.constraints:
+            s += " with " + "; ".join(c.description for c in self.constraints)
+        return s
+
+    @property
+    def name(self) -> str:
+        """Stable identifier for the budget ledger: description plus a digest of the content."""
+        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[
+            :10
+        ]
+        return f"{self.description} [{digest}]"
+
+    def __str__(self) -> str:
+        return f"Policy({self.description} on {self.domain!r})"
+
+    __repr__ = __str__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Policy) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    # ------------------------------------------------------------------------------------------
+    # serialisation
+    # ------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "label": self.label, "bottom": self.bottom}
+        if self.kind == "distance":
+            d.update(theta=self.theta, metric=self.metric, weights=list(self.weights or ()))
+        if self.attribute_blocks is not None:
+            d["attribute_blocks"] = [None if b is None else list(b) for b in self.attribute_blocks]
+        if self.cell_blocks is not None:
+            d["cell_blocks"] = self.cell_blocks.tolist()
+        if self.edges is not None:
+            d["edges"] = self.edges.tolist()
+        if self.constraints:
+            d["constraints"] = [c.to_dict() for c in self.constraints]
+        d["domain"] = self.domain.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], domain: Domain | None = None) -> Policy:
+        dom = domain if domain is not None else Domain.from_dict(d["domain"])
+        kind = d.get("kind")
+        if kind not in KINDS:
+            raise PolicyError(f"unknown policy kind {kind!r}; expected one of {KINDS}")
+        cons = tuple(constraint_from_dict(c) for c in d.get("constraints", ()))
+        edges = None
+        if d.get("edges") is not None:
+            edges = np.asarray(d["edges"], dtype=np.int64).reshape(-1, 2)
+            edges.setflags(write=False)
+        cells = None
+        if d.get("cell_blocks") is not None:
+            cells = np.asarray(d["cell_blocks"], dtype=np.int64)
+            cells.setflags(write=False)
+        ab = d.get("attribute_blocks")
+        return cls(
+            dom,
+            kind,
+            theta=None if d.get("theta") is None else float(d["theta"]),
+            metric=d.get("metric", "l1"),
+            weights=tuple(float(x) for x in d["weights"]) if d.get("weights") else None,
+            attribute_blocks=None
+            if ab is None
+            else tuple(None if b is None else tuple(int(x) for x in b) for b in ab),
+            cell_blocks=cells,
+            edges=edges,
+            bottom=bool(d.get("bottom", False)),
+            constraints=cons,
+            label=d.get("label", ""),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Short JSON-able description for a release's guarantee (no per-cell arrays)."""
+        out: dict[str, Any] = {
+            "policy": self.description,
+            "policy_id": self.name,
+            "graph": self.kind,
+        }
+        if self.kind == "distance":
+            out.update(theta=self.theta, metric=self.metric)
+        if self.bottom:
+            out["bottom"] = True
+        return out
+
+    # ------------------------------------------------------------------------------------------
+    # graph structure
+    # ------------------------------------------------------------------------------------------
+    def block_ids(self) -> NDArray[np.int64]:
+        """Flat block id of every cell (partition policies only)."""
+        if self.kind != "partition":
+            raise PolicyError(f"a {self.kind} policy has no partition blocks")
+        if self.cell_blocks is not None:
+            return self.cell_blocks
+        assert self.attribute_blocks is not None
+        per = [
+            np.zeros(a.size, np.int64) if b is None else np.asarray(b, np.int64)
+            for a, b in zip(self.domain.attributes, self.attribute_blocks, strict=True)
+        ]
+        nb = [int(p.max()) + 1 for p in per]
+        grids = np.meshgrid(*per, indexing="ij")
+        flat = np.zeros(self.domain.shape, np.int64)
+        for g, n in zip(grids, nb, strict=True):
+            flat = flat * n + g
+        return flat.reshape(-1)
+
+    def _codes(self, x: int) -> NDArray[np.int64]:
+        if not 0 <= int(x) < self.domain.size:
+            raise DomainError(f"cell index {x} is outside the domain (0..{self.domain.size - 1})")
+        return np.asarray(np.unravel_index(int(x), self.domain.shape), dtype=np.int64)
+
+    def distance(self, x: int, y: int) -> float:
+        """The policy metric between two cells (distance policies)."""
+        if self.kind != "distance":
+            raise PolicyError("only distance-threshold policies have a metric")
+        diff = np.abs(self._codes(x) - self._codes(y)) * np.asarray(self.weights)
+        return float(diff.sum() if self.metric == "l1" else diff.max())
+
+    def is_edge(self, x: int, y: int) -> bool:
+        """True when ``(x, y)`` is a secret pair; cells are flat indices, ⊥ is ``BOTTOM`` (-1)."""
+        x, y = int(x), int(y)
+        if x == y:
+            return False
+        if BOTTOM in (x, y):
+            other = y if x == BOTTOM else x
+            self._codes(other)
+            if self.bottom:
+                return True
+            return self.kind == "explicit" and bool(
+                np.any(np.all(self.edges == (other, BOTTOM), axis=1))
+            )
+        cx, cy = self._codes(x), self._codes(y)
+        if self.kind == "full":
+            return True
+        if self.kind == "attribute":
+            return int(np.count_nonzero(cx != cy)) == 1
+        if self.kind == "partition":
+            b = self.block_ids()
+            return bool(b[x] == b[y])
+        if self.kind == "distance":
+            return self.distance(x, y) <= float(self.theta or 0) + 1e-12
+        assert self.edges is not None
+        lo, hi = (x, y) if x < y else (y, x)
+        return bool(np.any((self.edges[:, 0] == lo) & (self.edges[:, 1] == hi)))
+
+    def neighbours(self, x: int) -> NDArray[np.int64]:
+        """Cells joined to ``x`` (excluding ⊥). For small domains and tests."""
+        x = int(x)
+        self._codes(x)
+        if self.kind == "explicit":
+            assert self.edges is not None
+            e = self.edges
+            out = np.concatenate([e[e[:, 0] == x, 1], e[e[:, 1] == x, 0]])
+            return np.unique(out[out >= 0])
+        cand = np.arange(self.domain.size)
+        mask = (
+            np.array([self.is_edge(x, int(y)) for y in cand]) if self.domain.size <= 4096 else None
+        )
+        if mask is None:
+            src, dst = [], []
+            for s, d in self.iter_edges():
+                src.append(d[s == x])
+                dst.append(s[d == x])
+            return np.unique(np.concatenate(src + dst))
+        return cand[mask]
+
+    def offsets(self) -> list[NDArray[np.int64]]:
+        """For distance and attribute graphs: the code offsets δ (one per undirected direction)
+        such that the edges are exactly the pairs ``(x, x + δ)`` inside the domain."""
+        shape = self.domain.shape
+        out: list[NDArray[np.int64]] = []
+        if self.kind == "attribute":
+            for j, n in enumerate(shape):
+                for k in range(1, n):
+                    d = np.zeros(len(shape), np.int64)
+                    d[j] = k
+                    out.append(d)
+            return out
+        if self.kind != "distance":
+            raise PolicyError(f"a {self.kind} policy is not described by offsets")
+        w = np.asarray(self.weights, dtype=np.float64)
+        theta = float(self.theta or 0) + 1e-12
+        reach = [min(n - 1, int(math.floor(theta / wj))) for n, wj in zip(shape, w, strict=True)]
+        for delta in itertools.product(*[range(-r, r + 1) for r in reach]):
+            arr = np.asarray(delta, np.int64)
+            nz = np.flatnonzero(arr)
+            if nz.size == 0 or arr[nz[0]] < 0:
+                continue
+            dist = np.abs(arr) * w
+            if (dist.sum() if self.metric == "l1" else dist.max()) <= theta:
+                out.append(arr)
+        return out
+
+    def n_edges(self) -> int:
+        """Number of undirected edges between cells (⊥ edges not counted)."""
+        if self.kind == "full":
+            n = self.domain.size
+            return n * (n - 1) // 2
+        if self.kind == "explicit":
+            assert self.edges is not None
+            return int(np.count_nonzero(self.edges.min(axis=1) >= 0))
+        if self.kind == "partition":
+            sizes = np.bincount(self.block_ids())
+            return int((sizes * (sizes - 1) // 2).sum())
+        total = 0
+        for d in self.offsets():
+            total += int(
+                np.prod([n - abs(int(k)) for n, k in zip(self.domain.shape, d, strict=True)])
+            )
+        return total
+
+    def iter_edges(
+        self, chunk: int = 1 << 20
+    ) -> Iterator[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+        """Yield the cell–cell edges as chunks ``(src, dst)`` of flat indices, each edge once.
+
+        Distance/attribute graphs are generated offset by offset, partition graphs block by block
+        (grouped by block size), so nothing of size ``|T|²`` is built unless the graph has that
+        many edges. ⊥ edges are not included (see ``bottom``).
+        """
+        shape = self.domain.shape
+        if self.kind in ("distance", "attribute"):
+            for d in self.offsets():
+                yield from _offset_pairs(shape, d, chunk)
+            return
+        if self.kind == "explicit":
+            assert self.edges is not None
+            e = self.edges[self.edges.min(axis=1) >= 0]
+            for i in range(0, len(e), chunk):
+                yield e[i : i + chunk, 0], e[i : i + chunk, 1]
+            return
+        if self.kind == "full":
+            n = self.domain.size
+            if n * (n - 1) // 2 > MAX_MATERIALISED_EDGES:
+                raise PolicyError(
+                    f"the full graph on {n:,} cells has {n * (n - 1) // 2:,} edges; fugu does not "
+                    f"enumerate them (closed forms are used where they exist)"
+                )
+            yield from _group_pairs(np.zeros(n, np.int64), chunk)
+            return
+        yield from _group_pairs(self.block_ids(), chunk)
+
+    def materialise_edges(self) -> NDArray[np.int64]:
+        """All cell–cell edges as an (E, 2) array, plus ⊥ edges (x, -1) when ``bottom``.
+
+        Refused for graphs with more than ``MAX_MATERIALISED_EDGES`` edges.
+        """
+        if self.n_edges() > MAX_MATERIALISED_EDGES:
+            raise PolicyError(f"{self.description} has {self.n_edges():,} edges; too many to list")
+        parts = [np.stack([s, d], axis=1) for s, d in self.iter_edges()]
+        out = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
+        if self.bottom:
+            cells = np.arange(self.domain.size, dtype=np.int64)
+            out = np.concatenate([out, np.stack([cells, np.full_like(cells, BOTTOM)], axis=1)])
+        if self.kind == "explicit" and self.edges is not None:
+            out = np.concatenate([out, self.edges[self.edges.min(axis=1) < 0]])
+        return out
+
+    def has_bottom_edges(self) -> bool:
+        """True when some value is joined to ⊥ (``bottom=True`` or an explicit ⊥ edge)."""
+        if self.bottom:
+            return True
+        return self.kind == "explicit" and self.edges is not None and bool(np.any(self.edges < 0))
+
+    def bottom_cells(self) -> NDArray[np.int64]:
+        """Cells joined to ⊥."""
+        if self.bottom:
+            return np.arange(self.domain.size, dtype=np.int64)
+        if self.kind == "explicit" and self.edges is not None:
+            e = self.edges[self.edges.min(axis=1) < 0]
+            return np.unique(e.max(axis=1))
+        return np.zeros(0, np.int64)
+
+    def crosses(self, labels: ArrayLike) -> bool:
+        """True when some secret edge joins two cells with different labels.
+
+        ``labels`` assigns every cell to a part (shape ``domain.shape`` or flat). Used to check
+        the parallel-composition condition: releases on value-disjoint parts compose in parallel
+        only when no edge crosses between parts. ⊥ edges never cross (adding or removing a record
+        touches one part only).
+        """
+        lab = np.asarray(labels).reshape(-1)
+        if lab.size != self.domain.size:
+            raise DomainError(
+                f"labels must give one part per cell ({self.domain.size}), got {lab.size}"
+            )
+        if self.kind == "full":
+            return bool(np.unique(lab).size > 1)
+        if self.kind == "partition":
+            b = self.block_ids()
+            pairs = np.unique(
+                np.stack([b, np.unique(lab, return_inverse=True)[1].reshape(-1)]), axis=1
+            )
+            return bool(pairs.shape[1] > np.unique(b).size)
+        if self.kind == "attribute":
+            cube = lab.reshape(self.domain.shape)
+            for axis in range(cube.ndim):
+                first = np.take(cube, [0], axis=axis)
+                if np.any(cube != first):
+                    return True
+            return False
+        for s, d in self.iter_edges():
+            if np.any(lab[s] != lab[d]):
+                return True
+        return False
+
+
+# ----------------------------------------------------------------------------------------------
+# parsing
+# ----------------------------------------------------------------------------------------------
+def parse_policy(text: str, domain: Domain) -> Policy:
+    """Parse a policy string.
+
+    ============================  ===============================================================
+    ``full`` (or ``dp``)          complete graph (bounded DP)
+    ``attribute``                 differ in one attribute
+    ``line``                      adjacent values of the one ordered attribute (θ = 1)
+    ``distance:theta=5``          within L1 distance 5 (``distance:5`` also works); add
+                                  ``,metric=linf`` or ``,weights=1|2`` (one per attribute)
+    ``partition:age=10``          blocks of 10 consecutive ages (other attributes: one block);
+                                  ``partition:lat=40,lon=30``; nominal ``job=level1``
+    ``...+bottom``                also protect presence (add/remove a record), e.g. ``line+bottom``
+    ============================  ===============================================================
+
+    >>> import fugu
+    >>> parse_policy("distance:theta=3+bottom", fugu.Domain([fugu.Ordinal("a", 0, 9)])).description
+    'distance:theta=3+bottom'
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError(f"policy must be a non-empty string such as 'line', got {text!r}")
+    s = text.strip()
+    bottom = False
+    if s.endswith("+bottom"):
+        bottom, s = True, s[: -len("+bottom")]
+    kind, _, rest = s.partition(":")
+    kind = kind.strip().lower()
+    args = _parse_args(rest, text)
+    if kind in ("full", "dp", "complete"):
+        _no_args(args, text)
+        return Policy.full(domain, bottom=bottom)
+    if kind in ("attribute", "attr"):
+        _no_args(args, text)
+        return Policy.attribute(domain, bottom=bottom)
+    if kind == "line":
+        _no_args(args, text)
+        if domain.ndim != 1:
+            raise PolicyError(
+                f"'line' needs a one-attribute domain, this one has {list(domain.names)}; use "
+                f"'distance:theta=1' for the grid graph"
+            )
+        return Policy.line(domain, bottom=bottom)
+    if kind in ("distance", "distance_threshold", "threshold"):
+        theta = args.pop("theta", args.pop("", None))
+        if theta is None:
+            raise PolicyError(f"{text!r}: give the threshold, e.g. 'distance:theta=5'")
+        metric = str(args.pop("metric", "l1")).lower()
+        weights = args.pop("weights", None)
+        _no_args(args, text)
+        try:
+            t = float(theta)
+        except ValueError:
+            raise PolicyError(f"{text!r}: theta must be a number, got {theta!r}") from None
+        w = None if weights is None else [float(x) for x in str(weights).split("|")]
+        return Policy.distance_threshold(domain, t, metric, weights=w, bottom=bottom)
+    if kind == "partition":
+        if not args or "" in args:
+            raise PolicyError(
+                f"{text!r}: say how each attribute is cut, e.g. 'partition:age=10' (blocks of 10 "
+                f"values) or 'partition:lat=40,lon=30'"
+            )
+        spec: dict[str, Any] = {}
+        for k, v in args.items():
+            try:
+                spec[k] = int(v)
+            except ValueError:
+                spec[k] = v
+        return Policy.partition(domain, spec, bottom=bottom)
+    raise PolicyError(
+        f"unknown policy {text!r}; use 'full', 'attribute', 'line', 'distance:theta=5' or "
+        f"'partition:age=10' (append '+bottom' to also protect presence)"
+    )
+
+
+def _parse_args(rest: str, text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if not rest.strip():
+        return out
+    for item in rest.split(","):
+        k, sep, v = item.partition("=")
+        if not sep:
+            if "" in out:
+                raise PolicyError(f"{text!r}: cannot read {item!r}; write key=value")
+            out[""] = k.strip()
+        else:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _no_args(args: Mapping[str, str], text: str) -> None:
+    if args:
+        raise PolicyError(f"{text!r}: this policy takes no parameters, got {dict(args)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+def _check_domain(domain: Any) -> Domain:
+    if not isinstance(domain, Domain):
+        raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(domain).__name__}")
+    return domain
+
+
+def _replace(p: Policy, **changes: Any) -> Policy:
+    from dataclasses import replace
+
+    return replace(p, **changes)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _weights(
+    domain: Domain, weights: Mapping[str, float] | Sequence[float] | None
+) -> tuple[float, ...]:
+    if weights is None:
+        return tuple(1.0 for _ in domain.attributes)
+    if isinstance(weights, Mapping):
+        unknown = [k for k in weights if k not in domain.names]
+        if unknown:
+            raise DomainError(
+                f"weights name unknown attributes {unknown}; the domain has {list(domain.names)}"
+            )
+        w = [float(weights.get(a.name, 1.0)) for a in domain.attributes]
+    else:
+        w = [float(x) for x in weights]
+        if len(w) != domain.ndim:
+            raise PolicyError(f"give one weight per attribute ({domain.ndim}), got {len(w)}")
+    if any(not (math.isfinite(x) and x > 0) for x in w):
+        raise PolicyError(f"weights must be finite and > 0, got {w}")
+    return tuple(w)
+
+
+def _block_label(spec: Any) -> str:
+    if isinstance(spec, int | str):
+        return str(spec)
+    return "custom"
+
+
+def _attribute_blocks(attr: Ordinal | Nominal, spec: Any) -> tuple[int, ...]:
+    n = attr.size
+    if isinstance(spec, bool):
+        raise PolicyError(
+            f"partition of {attr.name!r}: expected a width, block ids or groups, got {spec!r}"
+        )
+    if isinstance(spec, int | np.integer):
+        width = int(spec)
+        if width < 1:
+            raise PolicyError(
+                f"partition of {attr.name!r}: block width must be an integer >= 1, got {width}"
+            )
+        return tuple(int(i) // width for i in range(n))
+    if isinstance(spec, str):
+        if isinstance(attr, Nominal) and spec.startswith("level"):
+            try:
+                depth = int(spec[5:])
+            except ValueError:
+                raise PolicyError(
+                    f"partition of {attr.name!r}: write 'level1', 'level2', ..."
+                ) from None
+            h = attr.hierarchy
+            if not 0 <= depth < h.height:
+                raise PolicyError(
+                    f"partition of {attr.name!r}: hierarchy depth {depth} outside 0..{h.height - 1}"
+                )
+            ids = np.full(n, -1, np.int64)
+            k = 0
+            for node in h.nodes:
+                if node.depth == depth or (
+                    node.depth < depth and node.size == 1 and h.is_leaf(node)
+                ):
+                    ids[node.start : node.stop] = k
+                    k += 1
+            return tuple(int(i) for i in ids)
+        raise PolicyError(
+            f"partition of {attr.name!r}: cannot read {spec!r}; give a width (integer), block ids, "
+            f"groups of values, or 'level<d>' for a nominal hierarchy"
+        )
+    items = list(spec)
+    if items and all(isinstance(g, list | tuple | set | frozenset) for g in items):
+        ids = np.full(n, -1, np.int64)
+        for b, group in enumerate(items):
+            for v in group:
+                code = _code_of(attr, v)
+                if ids[code] >= 0:
+                    raise PolicyError(
+                        f"partition of {attr.name!r}: value {v!r} is in two blocks "
+                        f"({ids[code]} and {b}); blocks must not overlap"
+                    )
+                ids[code] = b
+        missing = np.flatnonzero(ids < 0)
+        if missing.size:
+            vals = [attr.decode([m])[0] for m in missing[:5]]
+            raise PolicyError(
+                f"partition of {attr.name!r} does not cover the domain: {missing.size} value(s) "
+                f"are in no block, e.g. {[v.item() if hasattr(v, 'item') else v for v in vals]}; "
+                f"every value must be in exactly one block"
+            )
+        return tuple(int(i) for i in ids)
+    arr = np.asarray(items)
+    if arr.size != n:
+        raise PolicyError(
+            f"partition of {attr.name!r}: got {arr.size} block ids for {n} values; the partition "
+            f"must cover the attribute (one block id per value)"
+        )
+    if arr.dtype.kind not in "iu":
+        raise PolicyError(f"partition of {attr.name!r}: block ids must be integers")
+    _, ids2 = np.unique(arr, return_inverse=True)
+    return tuple(int(i) for i in ids2.reshape(-1))
+
+
+def _code_of(attr: Ordinal | Nominal, v: Any) -> int:
+    try:
+        return int(attr.encode(np.asarray([v]))[0])
+    except DomainError as exc:
+        raise DomainError(f"partition of {attr.name!r}: {exc}") from None
+
+
+def _edge_array(domain: Domain, edges: Any) -> NDArray[np.int64]:
+    if isinstance(edges, np.ndarray) and edges.dtype.kind in "iu":
+        arr = edges.astype(np.int64).reshape(-1, 2)
+    else:
+        rows = []
+        for e in edges:
+            if len(e) != 2:
+                raise PolicyError(f"an edge is a pair of cells, got {e!r}")
+            rows.append([_cell_of(domain, v) for v in e])
+        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+    if arr.size and (arr.max() >= domain.size or arr.min() < BOTTOM):
+        raise DomainError(f"edge endpoints must be cells 0..{domain.size - 1} (or -1 for ⊥)")
+    if np.any(arr[:, 0] == arr[:, 1]):
+        raise PolicyError("an edge joins two different values; found a self-loop")
+    arr = np.sort(arr, axis=1)
+    both_bottom = (arr == BOTTOM).all(axis=1)
+    if both_bottom.any():
+        raise PolicyError("an edge cannot join ⊥ to ⊥")
+    arr = np.unique(arr, axis=0)
+    # ⊥ edges are stored as (cell, -1) for readability
+    bot = arr[:, 0] == BOTTOM
+    arr[bot] = arr[bot][:, ::-1]
+    arr.setflags(write=False)
+    return arr
+
+
+def _cell_of(domain: Domain, v: Any) -> int:
+    if v is None or (isinstance(v, str) and v.lower() in ("bottom", "⊥")):
+        return BOTTOM
+    if isinstance(v, int | np.integer):
+        return int(v)
+    if isinstance(v, Mapping):
+        return int(domain.encode({k: [val] for k, val in v.items()})[0])
+    vals = list(v)
+    if len(vals) != domain.ndim:
+        raise PolicyError(f"record {v!r} needs one value per attribute {list(domain.names)}")
+    return int(domain.encode({a: [val] for a, val in zip(domain.names, vals, strict=True)})[0])
+
+
+def _offset_pairs(
+    shape: tuple[int, ...], delta: NDArray[np.int64], chunk: int
+) -> Iterator[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """Flat (src, src + δ) for every src with both inside the grid."""
+    ranges = []
+    for n, k in zip(shape, delta, strict=True):
+        lo, hi = max(0, -int(k)), n - max(0, int(k))
+        if hi <= lo:
+            return
+        ranges.append(np.arange(lo, hi, dtype=np.int64))
+    strides = np.ones(len(shape), np.int64)
+    for j in range(len(shape) - 2, -1, -1):
+        strides[j] = strides[j + 1] * shape[j + 1]
+    flat_delta = int((delta * strides).sum())
+    # flat indices of the sub-grid, built axis by axis (no per-cell Python loop)
+    src = np.zeros(1, np.int64)
+    for r, st in zip(ranges, strides, strict=True):
+        src = (src[:, None] + r[None, :] * st).reshape(-1)
+    for i in range(0, src.size, chunk):
+        s = src[i : i + chunk]
+        yield s, s + flat_delta
+
+
+def _group_pairs(
+    groups: NDArray[np.int64], chunk: int
+) -> Iterator[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """All pairs of cells within each group, vectorised over groups of equal size."""
+    order = np.argsort(groups, kind="stable")
+    g_sorted = groups[order]
+    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    sizes = np.diff(np.r_[starts, g_sorted.size])
+    for s in np.unique(sizes):
+        if s < 2:
+            continue
+        st = starts[sizes == s]
+        members = order[st[:, None] + np.arange(s)[None, :]]  # (n_groups, s)
+        iu, ju = np.triu_indices(int(s), 1)
+        per_group = iu.size
+        step = max(1, chunk // per_group)
+        for i in range(0, members.shape[0], step):
+            m = members[i : i + step]
+            yield m[:, iu].reshape(-1), m[:, ju].reshape(-1)
