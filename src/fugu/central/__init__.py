@@ -1,5 +1,19 @@
 """Central ε-DP data cubes for range-count queries."""
 
+from .hierarchical import HierarchicalRelease, hierarchical, qardaji_branching
 from .laplace import laplace
+from .privelet import PriveletRelease, choose_plain, privelet
+from .recommend import Recommendation, predict_errors, recommend
 
-__all__ = ["laplace"]
+__all__ = [
+    "laplace",
+    "hierarchical",
+    "HierarchicalRelease",
+    "qardaji_branching",
+    "privelet",
+    "PriveletRelease",
+    "choose_plain",
+    "recommend",
+    "predict_errors",
+    "Recommendation",
+]
