@@ -72,7 +72,7 @@ array([5., 0., 2., 3.])
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
@@ -534,7 +534,7 @@ def response_matrix(
 
 
 def estimate_from_pairs(
-    tables: dict[tuple[int, int], ArrayLike],
+    tables: Mapping[tuple[int, int], ArrayLike],
     lam: int,
     total: float | ArrayLike,
     *,

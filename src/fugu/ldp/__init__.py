@@ -9,14 +9,18 @@ runs on user devices and a server side that aggregates (see :mod:`fugu.ldp.proto
     rel = olh.simulate(records)               # both, for experiments
 """
 
+from .hdg import HDG  # TDG and HDG register themselves
 from .oracles import GRR, OLH, OUE, FrequencyRelease, GroupedOracle, adaptive, choose_oracle
 from .protocol import Aggregator, Client, LDPProtocol, Reports, protocol_from_header
 from .registry import METHODS, register_method
+from .tdg import TDG
 
 for _cls in (GRR, OLH, OUE):
     register_method(_cls)
 
 __all__ = [
+    "HDG",
+    "TDG",
     "GRR",
     "OLH",
     "OUE",

@@ -1,0 +1,795 @@
+"""Grid machinery shared by TDG and HDG (Yang et al., PVLDB 2020): granularity guideline, grid
+geometry, the client/server protocol, and the release that answers range queries.
+
+The two public methods live in :mod:`fugu.ldp.tdg` and :mod:`fugu.ldp.hdg`; read their
+docstrings for the privacy statement. This module holds what they share:
+
+* :func:`guideline` — the granularity guideline (Yang et al. §4.5; spec ``ldp_range.md`` §5.2):
+  ``g1 = [n(e^ε−1)²α1² / (2 m e^ε)]^{1/3}``, ``g2 = sqrt(2α2(e^ε−1) sqrt(n/(m e^ε)))`` with
+  ``m`` the number of user groups, then per attribute :func:`round_granularity` (nearest power of
+  two by linear distance, ties down, at least 2; a value ≥ the attribute size c becomes c, one
+  cell per value). ``g1 ≥ g2`` is enforced so that the 1-D partition refines the 2-D one.
+* :func:`grid_edges` — cell boundaries ``floor(k·c/g)``: equal cells when g divides c, cells
+  differing by at most one value otherwise (arbitrary domain sizes), and nested partitions when
+  one granularity divides the other.
+* :class:`GridProtocol` — the client/server shape of :mod:`fugu.ldp.protocol` with one user
+  group per grid, every user reporting the cell of her record in her group's grid through a
+  :class:`~fugu.ldp.oracles.GroupedOracle`.
+* :class:`GridRelease` — Phase 3: answers λ-D range queries for any λ (see its docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from itertools import combinations
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..domain import Domain
+from ..errors import InvalidParameterError, ReportError, check_positive_int
+from ..inference.ldp_post import (
+    GridEstimate,
+    consistent_grids,
+    estimate_from_pairs,
+    response_matrix,
+)
+from ..noise import RandomSource
+from ..queries import PrefixSums, RangeQuery
+from ..release import Guarantee, Release
+from .oracles import GroupedOracle
+from .protocol import Client, LDPProtocol, Reports
+
+__all__ = [
+    "ALPHA1",
+    "ALPHA2",
+    "GridProtocol",
+    "GridRelease",
+    "grid_edges",
+    "guideline",
+    "round_granularity",
+]
+
+ALPHA1 = 0.7
+ALPHA2 = 0.03
+ORACLES = ("adaptive", "oue", "olh", "grr")
+ESTIMATORS = ("full", "in-in")
+_MAX_MATRIX_CELLS = 1 << 24  # response matrix c_x * c_y limit (128 MiB of float64)
+
+
+# ----------------------------------------------------------------------------- granularity
+def round_granularity(raw: float, c: int) -> int:
+    """The guideline's rounding: nearest power of two by linear distance (ties to the lower),
+    at least 2; ``raw >= c`` (or a power of two >= c) gives ``c`` — one cell per value.
+
+    >>> [round_granularity(g, 64) for g in (1.2, 2.97, 3.0, 5.55, 23.3, 40.1, 70.0)]
+    [2, 2, 2, 4, 16, 32, 64]
+    >>> round_granularity(7.9, 10), round_granularity(5.0, 6)
+    (8, 4)
+    """
+    c = check_positive_int(c, "attribute size", 2)
+    if not math.isfinite(raw) or raw >= c:
+        return c
+    if raw <= 2:
+        g = 2
+    else:
+        lo = 1 << int(math.floor(math.log2(raw)))
+        g = lo if raw - lo <= 2 * lo - raw else 2 * lo
+    return c if g >= c else g
+
+
+def n_groups(d: int, hybrid: bool) -> int:
+    """Number of user groups: C(d, 2) 2-D grids, plus d 1-D grids for HDG."""
+    return d * (d - 1) // 2 + (d if hybrid else 0)
+
+
+def guideline(
+    n: int, epsilon: float, d: int, *, hybrid: bool, alpha1: float = ALPHA1, alpha2: float = ALPHA2
+) -> tuple[float, float]:
+    """Raw (unrounded) granularities ``(g1, g2)`` of Yang et al.'s guideline.
+
+    ``g1`` is for HDG's 1-D grids (``nan`` for TDG); each group has ``n/m`` users.
+
+    >>> g1, g2 = guideline(1_000_000, 1.0, 6, hybrid=True)    # spec §5.2 table: 23.3, 3.69
+    >>> round(g1, 1), round(g2, 2)
+    (23.3, 3.69)
+    >>> round(guideline(1_000_000, 1.0, 6, hybrid=False)[1], 2)
+    4.02
+    """
+    m = n_groups(d, hybrid)
+    e = math.exp(epsilon)
+    per = n / m
+    g2 = math.sqrt(2 * alpha2 * (e - 1) * math.sqrt(per / e))
+    g1 = (per * (e - 1) ** 2 * alpha1**2 / (2 * e)) ** (1 / 3) if hybrid else math.nan
+    return g1, g2
+
+
+def grid_edges(c: int, g: int) -> NDArray[np.int64]:
+    """Boundaries of ``g`` cells over ``[0, c)``: ``floor(k·c/g)``, k = 0..g.
+
+    >>> grid_edges(64, 4).tolist(), grid_edges(10, 4).tolist()
+    ([0, 16, 32, 48, 64], [0, 2, 5, 7, 10])
+    """
+    if not 1 <= g <= c:
+        raise InvalidParameterError(f"granularity must lie in 1..{c}, got {g}")
+    return (np.arange(g + 1, dtype=np.int64) * c) // g
+
+
+def _cell_lookup(c: int, g: int) -> NDArray[np.int64]:
+    return np.repeat(np.arange(g, dtype=np.int64), np.diff(grid_edges(c, g)))
+
+
+def _check_granularity(v: Any, name: str, sizes: Sequence[int]) -> list[int]:
+    vals = [v] * len(sizes) if isinstance(v, int | np.integer) else list(v)
+    if len(vals) != len(sizes):
+        raise InvalidParameterError(f"{name} needs one granularity per attribute ({len(sizes)})")
+    out = []
+    for g, c in zip(vals, sizes, strict=True):
+        if isinstance(g, bool) or not isinstance(g, int | np.integer) or not 1 <= int(g):
+            raise InvalidParameterError(f"{name} must hold positive integers, got {g!r}")
+        out.append(min(int(g), int(c)))
+    return out
+
+
+# ----------------------------------------------------------------------------- protocol
+class GridProtocol(LDPProtocol):
+    """TDG/HDG protocol (public configuration). Use :class:`~fugu.ldp.TDG` or
+    :class:`~fugu.ldp.HDG`; this base class holds the shared code.
+
+    Parameters (both methods)
+    -------------------------
+    domain : Domain (attributes are treated as ordered: an ordinal's values, a nominal's
+        hierarchy leaves in DFS order).
+    epsilon : ε of each user's single report.
+    n_users : expected number of users, for the granularity guideline. When neither it nor the
+        granularities are given, ``client().perturb`` and ``simulate`` use the batch size, and
+        ``aggregate`` takes the granularities from the reports' header.
+    g1, g2 : granularities (an int for every attribute, or one per attribute), overriding the
+        guideline. ``g1`` only for HDG.
+    oracle : frequency oracle for the grid cells: ``"adaptive"`` (default; GRR for grids with
+        fewer than 3e^ε + 2 cells, else OLH — the smallest variance per grid), ``"oue"`` (the
+        authors' code), ``"olh"`` (the paper's text) or ``"grr"``.
+    alpha1, alpha2 : guideline constants (0.7 and 0.03, the paper's values).
+    estimator : λ-D estimator (λ ≥ 3): ``"full"`` (default) fits all four in/out cells of every
+        attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does.
+    max_iter, tol : stopping rule of Phase 2 (rounds of consistency + Norm-Sub) and of the
+        weighted updates: stop when a round changes nothing by ``tol`` counts or more (1 user, the
+        paper's threshold 1/n in frequency units), at most ``max_iter`` rounds (the code's 100).
+    """
+
+    hybrid: ClassVar[bool] = False
+    version: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        domain: Domain,
+        epsilon: float,
+        *,
+        n_users: int | None = None,
+        g1: int | Sequence[int] | None = None,
+        g2: int | Sequence[int] | None = None,
+        oracle: str = "adaptive",
+        alpha1: float = ALPHA1,
+        alpha2: float = ALPHA2,
+        estimator: str = "full",
+        max_iter: int = 100,
+        tol: float = 1.0,
+    ) -> None:
+        super().__init__(domain, epsilon)
+        d = domain.ndim
+        if not self.hybrid and d < 2:
+            raise InvalidParameterError(
+                f"TDG needs at least 2 attributes (it measures attribute pairs), the domain has "
+                f"{d}; use HDG or a frequency oracle (fugu.ldp.OUE) for one attribute"
+            )
+        if oracle not in ORACLES:
+            raise InvalidParameterError(f"oracle must be one of {ORACLES}, got {oracle!r}")
+        if estimator not in ESTIMATORS:
+            raise InvalidParameterError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        for name, a in (("alpha1", alpha1), ("alpha2", alpha2)):
+            if not (isinstance(a, int | float) and math.isfinite(a) and a > 0):
+                raise InvalidParameterError(f"{name} must be a positive number, got {a!r}")
+        if g1 is not None and not self.hybrid:
+            raise InvalidParameterError("g1 (1-D grids) is an HDG parameter; TDG has only g2")
+        self.n_users = None if n_users is None else check_positive_int(n_users, "n_users", 1)
+        self.oracle_kind = oracle
+        self.alpha1, self.alpha2 = float(alpha1), float(alpha2)
+        self.estimator = estimator
+        self.max_iter = check_positive_int(max_iter, "max_iter", 1)
+        if not (isinstance(tol, int | float) and tol >= 0):
+            raise InvalidParameterError(f"tol must be >= 0, got {tol!r}")
+        self.tol = float(tol)
+        self.sizes = [a.size for a in domain.attributes]
+        for attr in domain.attributes:
+            if attr.size < 2:
+                raise InvalidParameterError(
+                    f"attribute {attr.name!r} has {attr.size} value; need >= 2"
+                )
+        self._g1_given = g1
+        self._g2_given = g2
+        self.g1: list[int] | None = None
+        self.g2: list[int] | None = None
+        self._grouped: GroupedOracle | None = None
+        if g2 is not None or n_users is not None:
+            self._resolve(n_users)
+
+    # -- configuration -------------------------------------------------------------------------
+    @property
+    def resolved(self) -> bool:
+        """True once the granularities (and so the grids) are fixed."""
+        return self.g2 is not None
+
+    def _resolve(self, n: int | None) -> None:
+        d = self.domain.ndim
+        raw1, raw2 = (math.nan, math.nan)
+        if n is not None:
+            raw1, raw2 = guideline(
+                n, self.epsilon, d, hybrid=self.hybrid, alpha1=self.alpha1, alpha2=self.alpha2
+            )
+        if self._g2_given is not None:
+            g2 = _check_granularity(self._g2_given, "g2", self.sizes)
+        elif n is not None:
+            g2 = [round_granularity(raw2, c) for c in self.sizes]
+        else:
+            raise InvalidParameterError("give n_users (expected number of users) or g2")
+        g1: list[int] | None = None
+        if self.hybrid:
+            if self._g1_given is not None:
+                g1 = _check_granularity(self._g1_given, "g1", self.sizes)
+            elif n is not None:
+                g1 = [round_granularity(raw1, c) for c in self.sizes]
+            else:
+                raise InvalidParameterError("give n_users (expected number of users) or g1 and g2")
+            # The 1-D grid must refine the 2-D grid's partition of the attribute.
+            g1 = [max(a, b) for a, b in zip(g1, g2, strict=True)]
+            for a, b, c in zip(g1, g2, self.sizes, strict=True):
+                if a != c and a % b:
+                    raise InvalidParameterError(
+                        f"g1 = {a} must be a multiple of g2 = {b} (or equal the attribute size)"
+                    )
+        self.g1, self.g2 = g1, g2
+        self.raw_granularity = (raw1, raw2)
+        self.groups = self._make_groups()
+        cells = [int(np.prod([self._g(len(gr), a) for a in gr])) for gr in self.groups]
+        self._grouped = GroupedOracle(self.epsilon, cells, self.oracle_kind)
+
+    def _g(self, dims: int, axis: int) -> int:
+        if dims == 1:
+            assert self.g1 is not None
+            return self.g1[axis]
+        assert self.g2 is not None
+        return self.g2[axis]
+
+    def _make_groups(self) -> list[tuple[int, ...]]:
+        d = self.domain.ndim
+        singles = [(a,) for a in range(d)] if self.hybrid else []
+        return singles + list(combinations(range(d), 2))
+
+    def edges(self, group: tuple[int, ...]) -> tuple[NDArray[np.int64], ...]:
+        """Cell boundaries of a group's grid, per attribute."""
+        return tuple(grid_edges(self.sizes[a], self._g(len(group), a)) for a in group)
+
+    def for_users(self, n: int) -> GridProtocol:
+        """A copy with the granularities chosen for ``n`` users (no-op when already fixed)."""
+        if self.resolved:
+            return self
+        return type(self)(self.domain, self.epsilon, n_users=n, **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {
+            "oracle": self.oracle_kind,
+            "alpha1": self.alpha1,
+            "alpha2": self.alpha2,
+            "estimator": self.estimator,
+            "max_iter": self.max_iter,
+            "tol": self.tol,
+            "g2": self._g2_given,
+        }
+        if self.hybrid:
+            opts["g1"] = self._g1_given
+        return opts
+
+    def _require(self) -> GroupedOracle:
+        if self._grouped is None:
+            raise InvalidParameterError(
+                f"{self.name.upper()} needs its granularities before reports can be made or read: "
+                f"give n_users= (expected number of users) or the granularities, or call "
+                f"simulate(records) / aggregate(reports), which take them from the data / header"
+            )
+        return self._grouped
+
+    # -- LDPProtocol hooks ---------------------------------------------------------------------
+    def _params(self) -> dict[str, Any]:
+        self._require()
+        p: dict[str, Any] = {"g2": list(self.g2 or [])}
+        if self.hybrid:
+            p["g1"] = list(self.g1 or [])
+        p["oracle"] = self.oracle_kind
+        return p
+
+    @property
+    def n_groups(self) -> int:
+        return n_groups(self.domain.ndim, self.hybrid)
+
+    def report_columns(self) -> dict[str, Any]:
+        return self._require().report_columns()
+
+    def cells(self, codes: NDArray[np.int64], groups: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Each user's cell index in her group's grid (vectorised; row-major within a grid)."""
+        n = codes.shape[0]
+        out = np.empty(n, dtype=np.int64)
+        order = np.argsort(groups, kind="stable")
+        starts = np.searchsorted(groups[order], np.arange(len(self.groups) + 1))
+        for j, gr in enumerate(self.groups):
+            rows = order[starts[j] : starts[j + 1]]
+            if rows.size == 0:
+                continue
+            cell = np.zeros(rows.size, dtype=np.int64)
+            for a in gr:
+                g = self._g(len(gr), a)
+                cell = cell * g + _cell_lookup(self.sizes[a], g)[codes[rows, a]]
+            out[rows] = cell
+        return out
+
+    def _perturb(
+        self, codes: NDArray[np.int64], rng: RandomSource, groups: NDArray[np.int64] | None
+    ) -> dict[str, np.ndarray]:
+        assert groups is not None
+        grouped = self._require()
+        return grouped.perturb(groups, self.cells(codes, groups), rng)
+
+    def _validate(self, columns: Mapping[str, np.ndarray]) -> NDArray[np.bool_]:
+        return self._require().validate(columns)
+
+    def support(self, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._require().support(columns)
+
+    def empty_state(self) -> dict[str, np.ndarray]:
+        grouped = self._require()
+        return {
+            "support": np.zeros(int(grouped.offsets[-1]), dtype=np.int64),
+            "n_group": np.zeros(grouped.m, dtype=np.int64),
+        }
+
+    # -- public API (granularities resolved from the data when not fixed) -----------------------
+    def client(self, rng: RandomSource | None = None) -> Client:
+        return _GridClient(self, rng)
+
+    def aggregate(self, reports: Reports | Iterable[Reports]) -> Release:
+        batches = [reports] if isinstance(reports, Reports) else list(reports)
+        proto: GridProtocol = self
+        if not self.resolved and batches:
+            proto = self._from_header(batches[0])
+        agg = proto.aggregator()
+        for b in batches:
+            agg.add(b)
+        return agg.estimate()
+
+    def _from_header(self, reports: Reports) -> GridProtocol:
+        params = dict(reports.params)
+        if reports.protocol != self.name:
+            raise ReportError(
+                f"reports were made by protocol {reports.protocol!r}, not {self.name!r}"
+            )
+        if params.get("epsilon") != self.epsilon or params.get("oracle") != self.oracle_kind:
+            raise ReportError(
+                f"reports were randomised with epsilon={params.get('epsilon')!r}, "
+                f"oracle={params.get('oracle')!r}; this {self.name.upper()} has "
+                f"epsilon={self.epsilon!r}, oracle={self.oracle_kind!r}"
+            )
+        if Domain.from_dict(params["domain"]) != self.domain:
+            raise ReportError("reports were made over another domain")
+        opts = self._options()
+        opts["g2"] = params.get("g2")
+        if self.hybrid:
+            opts["g1"] = params.get("g1")
+        try:
+            return type(self)(self.domain, self.epsilon, **opts)
+        except InvalidParameterError as exc:
+            raise ReportError(f"bad granularities in the reports' header: {exc}") from None
+
+    def simulate(self, records: Any, rng: RandomSource | None = None) -> Release:
+        codes = self.encode(records)
+        proto = self.for_users(max(1, codes.shape[0]))
+        return LDPProtocol.simulate(proto, codes, rng)
+
+    # -- server side -----------------------------------------------------------------------------
+    def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:
+        grouped = self._require()
+        raw = grouped.estimates(state)
+        n_group = np.asarray(state["n_group"], dtype=np.float64)
+        names = self.domain.names
+        grids = []
+        for j, gr in enumerate(self.groups):
+            shape = tuple(self._g(len(gr), a) for a in gr)
+            k = int(np.prod(shape))
+            if n_group[j] > 0:
+                scale = n / n_group[j]
+                est = raw[j] * scale
+                var = scale**2 * grouped.cell_variance(j, n_group[j])
+            else:  # no report in this group: an uninformative grid with (practically) no weight
+                est = np.full(k, n / k)
+                var = 1e30
+            grids.append(
+                GridEstimate(tuple(names[a] for a in gr), self.edges(gr), est.reshape(shape), var)
+            )
+        post, rounds = consistent_grids(grids, float(n), max_iter=self.max_iter, tol=self.tol)
+        matrices: dict[tuple[str, str], NDArray[np.float64]] = {}
+        sweeps = 0
+        if self.hybrid:
+            one = {g.attributes[0]: g for g in post if len(g.attributes) == 1}
+            for g in post:
+                if len(g.attributes) != 2:
+                    continue
+                x, y = g.attributes
+                if self.sizes[names.index(x)] * self.sizes[names.index(y)] > _MAX_MATRIX_CELLS:
+                    raise InvalidParameterError(
+                        f"HDG's response matrix for ({x}, {y}) would have "
+                        f"{self.sizes[names.index(x)] * self.sizes[names.index(y)]:,} cells; "
+                        f"coarsen the attributes (fewer values) to at most {_MAX_MATRIX_CELLS:,}"
+                    )
+                m, s = response_matrix(
+                    g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol
+                )
+                matrices[(str(x), str(y))] = m
+                sweeps = max(sweeps, s)
+        steps: tuple[str, ...] = (
+            f"Norm-Sub and inverse-variance consistency across grids ({rounds} rounds, "
+            "ending with Norm-Sub)",
+        )
+        if self.hybrid:
+            steps += (f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps)",)
+        steps += (f"lambda-D answers by weighted update, estimator {self.estimator!r}",)
+        gu = self.guarantee(private=True, n=n, post_processing=steps)
+        params = dict(gu.parameters)
+        params.update(
+            {
+                "groups": [[names[a] for a in gr] for gr in self.groups],
+                "oracles": list(grouped.kinds),
+                "users_per_group": [int(v) for v in n_group],
+                "raw_granularity": {
+                    "g1": None if math.isnan(self.raw_granularity[0]) else self.raw_granularity[0],
+                    "g2": None if math.isnan(self.raw_granularity[1]) else self.raw_granularity[1],
+                },
+                "alpha1": self.alpha1,
+                "alpha2": self.alpha2,
+            }
+        )
+        gu = replace(gu, parameters=params)
+        return GridRelease(
+            self.domain, gu, post, float(n), matrices=matrices, estimator=self.estimator,
+            method=self.name, n_groups=self.n_groups, tol=self.tol, max_iter=self.max_iter,
+        )  # fmt: skip
+
+
+class _GridClient(Client):
+    """Client that fixes the granularities from the batch size when the protocol has none."""
+
+    def perturb(self, records: Any, groups: Any = None) -> Reports:
+        p = self.protocol
+        assert isinstance(p, GridProtocol)
+        if not p.resolved:
+            codes = p.encode(records)
+            self.protocol = p.for_users(max(1, codes.shape[0]))
+            records = codes
+        return super().perturb(records, groups)
+
+    def perturb_one(self, record: Mapping[str, Any], group: int | None = None) -> dict[str, Any]:
+        p = self.protocol
+        assert isinstance(p, GridProtocol)
+        p._require()
+        return super().perturb_one(record, group)
+
+
+# ----------------------------------------------------------------------------- release
+def _overlap_weights(
+    edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """Per query, the fraction of every cell inside ``[lo, hi)`` (uniform guess)."""
+    a = np.maximum(edges[None, :-1], lo[:, None])
+    b = np.minimum(edges[None, 1:], hi[:, None])
+    return np.clip(b - a, 0, None) / np.diff(edges)[None, :]
+
+
+def _full_cells(
+    edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """First and one-past-last index of the cells fully inside ``[lo, hi)`` (empty: a >= b)."""
+    first = np.searchsorted(edges, lo, side="left")
+    last = np.searchsorted(edges, hi, side="right") - 1
+    return first, np.maximum(last, first)
+
+
+def _box(ps: PrefixSums, x0: Any, x1: Any, y0: Any, y1: Any) -> NDArray[np.float64]:
+    b = np.stack([np.stack([x0, x1], -1), np.stack([y0, y1], -1)], axis=1).astype(np.int64)
+    return ps.answer(b)
+
+
+class GridRelease(Release):
+    """What TDG and HDG publish: post-processed grids (and HDG's response matrices).
+
+    Answering (Phase 3 of Yang et al.), for a query restricting λ attributes:
+
+    * λ = 0: n.
+    * λ = 1: HDG — the attribute's 1-D grid; TDG — the mean of its 2-D grids' marginals (equal
+      after consistency); cells cut by the interval contribute by uniform guess.
+    * λ = 2: the pair's 2-D grid; cells fully inside the query contribute their count, cut cells
+      the uniform guess (TDG, §4.1) or the sum of the response matrix over the cut (HDG).
+    * λ ≥ 3: the 2 × 2 in/out table of every attribute pair (from the 2-D answers of the pair's
+      intervals and complements) feeds :func:`~fugu.inference.ldp_post.estimate_from_pairs`
+      (Algorithm 2, variant ``estimator``).
+
+    ``expected_error(q)`` (λ ≤ 2): the root of the noise + sampling variance of the spec's error
+    analysis (Yang et al. §5.1; frequency-oracle variance of the covered cells, weighted by the
+    covered fraction of cut cells, plus ``n²(m−1)/(n−1)·f(1−f)`` for sampling a group). It leaves
+    out the non-uniformity error and the effect of post-processing (which usually lowers the
+    variance); ``None`` for λ ≥ 3 (the estimation error depends on the data, no formula).
+    """
+
+    kind = "ldp-grids"
+
+    def __init__(
+        self,
+        domain: Domain,
+        guarantee: Guarantee,
+        grids: Sequence[GridEstimate],
+        n: float,
+        *,
+        matrices: Mapping[tuple[str, str], NDArray[np.float64]] | None = None,
+        estimator: str = "full",
+        method: str = "hdg",
+        n_groups: int | None = None,
+        tol: float = 1.0,
+        max_iter: int = 100,
+    ) -> None:
+        super().__init__(domain, guarantee)
+        if estimator not in ESTIMATORS:
+            raise InvalidParameterError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        self.grids = list(grids)
+        self.n = float(n)
+        self.matrices = dict(matrices or {})
+        self.estimator = estimator
+        self.method = method
+        self.n_groups = len(self.grids) if n_groups is None else int(n_groups)
+        self.tol, self.max_iter = float(tol), int(max_iter)
+        names = domain.names
+        self._axis = {a: i for i, a in enumerate(names)}
+        self._pair: dict[tuple[int, int], GridEstimate] = {}
+        self._one: dict[int, GridEstimate] = {}
+        for g in self.grids:
+            ax = tuple(self._axis[str(a)] for a in g.attributes)
+            if len(ax) == 1:
+                self._one[ax[0]] = g
+            elif len(ax) == 2:
+                self._pair[(min(ax), max(ax))] = g
+            else:
+                raise InvalidParameterError("grids must be 1-D or 2-D")
+        self._ps: dict[Any, PrefixSums] = {}
+
+    # -- answering ---------------------------------------------------------------------------
+    def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
+        if key not in self._ps:
+            self._ps[key] = PrefixSums(arr)
+        return self._ps[key]
+
+    def _oriented(self, a: int, b: int) -> tuple[GridEstimate, bool]:
+        g = self._pair.get((min(a, b), max(a, b)))
+        if g is None:
+            raise InvalidParameterError(
+                f"no 2-D grid for attributes {self._name(a)!r}, {self._name(b)!r}"
+            )
+        return g, self._axis[str(g.attributes[0])] != a
+
+    def _name(self, a: int) -> str:
+        assert self.domain is not None
+        return self.domain.names[a]
+
+    def answer_pair(
+        self,
+        a: int,
+        b: int,
+        lo_a: NDArray[np.int64],
+        hi_a: NDArray[np.int64],
+        lo_b: NDArray[np.int64],
+        hi_b: NDArray[np.int64],
+    ) -> NDArray[np.float64]:
+        """2-D answers on attribute axes ``a``, ``b`` for intervals ``[lo, hi)`` (vectorised)."""
+        g, flip = self._oriented(a, b)
+        if flip:
+            a, b, lo_a, hi_a, lo_b, hi_b = b, a, lo_b, hi_b, lo_a, hi_a
+        ex, ey = g.edges
+        key = (str(g.attributes[0]), str(g.attributes[1]))
+        m = self.matrices.get(key)
+        if m is None:  # uniform guess inside cut cells
+            wx, wy = _overlap_weights(ex, lo_a, hi_a), _overlap_weights(ey, lo_b, hi_b)
+            return np.asarray(np.einsum("qi,ij,qj->q", wx, g.counts, wy), dtype=np.float64)
+        ps_m = self._prefix(("M", key), m)
+        ps_g = self._prefix(("G", key), g.counts)
+        fx0, fx1 = _full_cells(ex, lo_a, hi_a)
+        fy0, fy1 = _full_cells(ey, lo_b, hi_b)
+        inside = _box(ps_m, lo_a, hi_a, lo_b, hi_b)
+        full_m = _box(ps_m, ex[fx0], ex[fx1], ey[fy0], ey[fy1])
+        full_g = _box(ps_g, fx0, fx1, fy0, fy1)
+        return inside - full_m + full_g
+
+    def answer_single(
+        self, a: int, lo: NDArray[np.int64], hi: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        """1-D answers on attribute axis ``a`` (vectorised)."""
+        g1 = self._one.get(a)
+        if g1 is not None:
+            return _overlap_weights(g1.edges[0], lo, hi) @ g1.counts
+        margins = []
+        for (x, y), g in self._pair.items():
+            if a in (x, y):
+                ax = 0 if x == a else 1
+                margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
+        if not margins:
+            raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
+        return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
+
+    def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
+        dom = self._require_domain()
+        b = np.asarray(bounds, dtype=np.int64)
+        sizes = np.asarray(dom.shape, dtype=np.int64)
+        restricted = (b[:, :, 0] > 0) | (b[:, :, 1] < sizes[None, :])
+        lam = restricted.sum(axis=1)
+        out = np.full(b.shape[0], self.n)
+        for a in range(dom.ndim):
+            sel = np.flatnonzero((lam == 1) & restricted[:, a])
+            if sel.size:
+                out[sel] = self.answer_single(a, b[sel, a, 0], b[sel, a, 1])
+        multi = np.flatnonzero(lam >= 2)
+        if multi.size == 0:
+            return out
+        # 2-D answers for every (query, attribute pair) needed: the (in, in) box, and for λ ≥ 3
+        # the two one-sided strips that complete the 2x2 in/out table.
+        rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        attrs = {int(q): np.flatnonzero(restricted[q]) for q in multi}
+        for q, ax in attrs.items():
+            for pj, pk in combinations(range(len(ax)), 2):
+                rows.setdefault((int(ax[pj]), int(ax[pk])), []).append((q, pj, pk))
+        tables: dict[int, dict[tuple[int, int], NDArray[np.float64]]] = {}
+        for (a, c), lst in rows.items():
+            qs = np.array([r[0] for r in lst])
+            lo_a, hi_a, lo_c, hi_c = b[qs, a, 0], b[qs, a, 1], b[qs, c, 0], b[qs, c, 1]
+            inin = self.answer_pair(a, c, lo_a, hi_a, lo_c, hi_c)
+            lam_q = lam[qs]
+            full_a = np.zeros_like(lo_a)
+            need = lam_q >= 3
+            ina = np.full(qs.size, np.nan)
+            inc = np.full(qs.size, np.nan)
+            if need.any():
+                s = need
+                ina[s] = self.answer_pair(
+                    a, c, lo_a[s], hi_a[s], full_a[s], np.full(s.sum(), sizes[c])
+                )
+                inc[s] = self.answer_pair(
+                    a, c, full_a[s], np.full(s.sum(), sizes[a]), lo_c[s], hi_c[s]
+                )
+            for i, (q, pj, pk) in enumerate(lst):
+                if lam[q] == 2:
+                    out[q] = inin[i]
+                    continue
+                ii, ia, ic = inin[i], ina[i], inc[i]
+                t = np.array([[ii, ia - ii], [ic - ii, self.n - ia - ic + ii]])
+                tables.setdefault(q, {})[(pj, pk)] = t
+        by_lam: dict[int, list[int]] = {}
+        for q in tables:
+            by_lam.setdefault(int(lam[q]), []).append(q)
+        for lv, qs_l in by_lam.items():
+            pairs = list(combinations(range(lv), 2))
+            stacked = {p: np.stack([tables[q][p] for q in qs_l]) for p in pairs}
+            est, _ = estimate_from_pairs(
+                stacked, lv, self.n, variant=self.estimator, max_iter=self.max_iter, tol=self.tol
+            )
+            out[np.array(qs_l)] = est
+        return out
+
+    # -- error -------------------------------------------------------------------------------
+    def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
+        q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
+        dom = self._require_domain()
+        b = q.bounds(dom)
+        sizes = np.asarray(dom.shape)
+        ax = np.flatnonzero((b[:, 0] > 0) | (b[:, 1] < sizes))
+        if ax.size == 0:
+            return 0.0
+        if ax.size > 2:
+            return None
+        lo, hi = b[ax, 0][:, None], b[ax, 1][:, None]
+        if ax.size == 1:
+            a = int(ax[0])
+            g1 = self._one.get(a)
+            if g1 is not None:
+                w = _overlap_weights(g1.edges[0], lo[0], hi[0])[0]
+                noise = float(np.sum(w**2) * g1.variance)
+            else:
+                parts = []
+                for (x, y), g in self._pair.items():
+                    if a in (x, y):
+                        axis = 0 if x == a else 1
+                        w = _overlap_weights(g.edges[axis], lo[0], hi[0])[0]
+                        parts.append(np.sum(w**2) * g.counts.shape[1 - axis] * g.variance)
+                noise = float(np.sum(parts) / len(parts) ** 2)
+        else:
+            a, c = int(ax[0]), int(ax[1])
+            g, flip = self._oriented(a, c)
+            la, ha, lc, hc = lo[0], hi[0], lo[1], hi[1]
+            if flip:
+                la, ha, lc, hc = lc, hc, la, ha
+            wx = _overlap_weights(g.edges[0], la, ha)[0]
+            wy = _overlap_weights(g.edges[1], lc, hc)[0]
+            noise = float(np.sum(wx**2) * np.sum(wy**2) * g.variance)
+        f = min(max(self.answer(q) / self.n, 0.0), 1.0) if self.n > 0 else 0.0
+        m = self.n_groups
+        sampling = self.n**2 * (m - 1) / max(self.n - 1, 1) * f * (1 - f)
+        return math.sqrt(noise + sampling)
+
+    # -- persistence -------------------------------------------------------------------------
+    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays: dict[str, np.ndarray] = {}
+        grids_meta = []
+        for i, g in enumerate(self.grids):
+            arrays[f"grid{i}"] = g.counts
+            for j, e in enumerate(g.edges):
+                arrays[f"edges{i}_{j}"] = e
+            grids_meta.append(
+                {"attributes": [str(a) for a in g.attributes], "variance": g.variance}
+            )
+        mats = []
+        for i, (key, m) in enumerate(self.matrices.items()):
+            arrays[f"matrix{i}"] = m
+            mats.append(list(key))
+        meta = {
+            "grids": grids_meta,
+            "matrices": mats,
+            "n": self.n,
+            "estimator": self.estimator,
+            "method": self.method,
+            "n_groups": self.n_groups,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+        }
+        return arrays, meta
+
+    @classmethod
+    def _from_state(
+        cls,
+        domain: Domain | None,
+        guarantee: Guarantee,
+        arrays: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any],
+    ) -> Release:
+        assert domain is not None
+        grids = []
+        for i, gm in enumerate(meta["grids"]):
+            k = len(gm["attributes"])
+            edges = tuple(arrays[f"edges{i}_{j}"] for j in range(k))
+            grids.append(
+                GridEstimate(tuple(gm["attributes"]), edges, arrays[f"grid{i}"], gm["variance"])
+            )
+        matrices = {
+            (str(k[0]), str(k[1])): arrays[f"matrix{i}"] for i, k in enumerate(meta["matrices"])
+        }
+        return cls(
+            domain, guarantee, grids, float(meta["n"]), matrices=matrices,
+            estimator=meta["estimator"], method=meta["method"], n_groups=meta["n_groups"],
+            tol=meta["tol"], max_iter=meta["max_iter"],
+        )  # fmt: skip
+
+    def with_estimator(self, estimator: str) -> GridRelease:
+        """The same release answering λ ≥ 3 queries with another estimator (post-processing)."""
+        return GridRelease(
+            self._require_domain(), self.guarantee, self.grids, self.n, matrices=self.matrices,
+            estimator=estimator, method=self.method, n_groups=self.n_groups, tol=self.tol,
+            max_iter=self.max_iter,
+        )  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out["grids"] = {"x".join(map(str, g.attributes)): list(g.shape) for g in self.grids}
+        return out
