@@ -1,0 +1,1119 @@
+"""Private k-means (Lloyd iterations) under ε-differential privacy and Blowfish policies.
+
+Privacy model
+    ``policy=None``: central ε-differential privacy with *bounded* neighbours (replace one
+    record; n is public) — the "Laplace mechanism" baseline of the Blowfish paper, i.e. the
+    complete secret graph G^full. With a Blowfish policy: (ε, P)-Blowfish privacy, where two
+    data sets are neighbours when one record's value moves along an edge (x, y) of the policy's
+    discriminative secret graph (He, Machanavajjhala, Ding, "Blowfish Privacy", SIGMOD 2014,
+    seed ``000_…``, Definition of N(P); CACM 58(3) 2015 Definition 5).
+
+Algorithm (SuLQ-style Lloyd iterations as in the Blowfish paper's k-means section and CACM
+Definition 7; spec ``blowfish_privelet_hierarchical.md`` §A.6):
+
+1. Data-independent start: ``k`` centres drawn uniformly from the domain box with *public*
+   randomness (or centres the user passes in).
+2. For a fixed, public number of iterations ``n_iter`` (paper: 10):
+   a. assign every point to its nearest current centre (centres are public; no privacy cost);
+   b. release the cluster sizes q_size with exact discrete Laplace (geometric) noise of scale
+      S(q_size, P) / ε_size;
+   c. release the per-cluster coordinate sums q_sum, centred at the box centre o, rounded to a
+      power-of-two grid with discrete Laplace noise of scale S(q_sum, P) / ε_sum
+      (:func:`fugu.noise.grid_laplace`);
+   d. update μ_i ← o + s̃_i / ñ_i when ñ_i ≥ ``min_cluster_size`` (else keep μ_i: the safe rule
+      for empty or negative noisy sizes), then clamp μ_i into the domain box.
+3. Budget: sequential composition; ε is split equally over the iterations (or by
+   ``iteration_weights``) and each iteration's share between q_size and q_sum by
+   ``size_fraction`` (default 1/2, the paper's equal split [spec §A.6, mem]). When a query has
+   sensitivity 0 under the policy it is released exactly and the whole share goes to the other.
+
+Sensitivities (spec §A.5; closed forms on the domain grid, checked against brute force in
+``tests/blowfish/test_kmeans_sensitivity.py``). q_size: 2 (one record leaves one cluster and
+joins another) for every connected graph [CACM pg 68]. q_sum: a move x → y inside one cluster
+changes the sum vector by ‖x − y‖₁; a move that crosses a cluster boundary changes two clusters'
+sums by ‖x − o‖₁ + ‖y − o‖₁. Two modes:
+
+* ``sensitivity="safe"`` (default, a valid guarantee): max over the graph's edges of both cases.
+  For G^full this is d(T), the L1 diameter of the domain (as in DP k-means). For G^attr and
+  G^{d,θ} the cross-cluster term is also ≈ d(T) (a corner point and its neighbour), so these
+  graphs give **no** noise reduction for q_sum. For G^P fugu assigns points *block by block*
+  (every point of a partition block goes to the centre nearest the block's centre), so no secret
+  pair ever straddles a cluster boundary: S(q_size) = 0 (sizes are exact) and S(q_sum) = the
+  largest block diameter — a valid and large saving.
+* ``sensitivity="paper"``: the values the paper (CACM pg 68) uses, θ for G^{d,θ}, max_A |A| for
+  G^attr, the block diameter for G^P, and 2 for q_size. They bound only same-cluster moves; for
+  G^attr and G^{d,θ} a neighbour pair that straddles a cluster boundary can change q_sum by far
+  more, and the audit test shows the resulting loss exceeds ε. Use it to reproduce the paper's
+  figures, not to publish.
+
+Expected error: each centre coordinate gets noise of standard deviation about
+√2 · S(q_sum) · I / (ε_sum-share · ε · ñ_i) in the last iteration, plus the size noise's effect;
+it shrinks as 1/(ε n) and grows with the sensitivity (hence with the dimension for G^full).
+
+Example
+-------
+>>> import numpy as np, fugu
+>>> from fugu.blowfish.kmeans import KMeans
+>>> dom = fugu.Domain([fugu.Ordinal("x", 0, 99), fugu.Ordinal("y", 0, 99)])
+>>> gen = np.random.default_rng(0)
+>>> X = np.concatenate([gen.normal(20, 5, (500, 2)), gen.normal(80, 5, (500, 2))])
+>>> X = np.clip(np.rint(X), 0, 99)
+>>> km = KMeans(2, epsilon=1.0, domain=dom, rng=fugu.RandomSource(seed=1)).fit(X)
+>>> km.cluster_centers_.shape, km.n_iter_
+((2, 2), 10)
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..budget import Accountant
+from ..domain import Domain, Ordinal
+from ..errors import (
+    DomainError,
+    EmptyDataError,
+    InvalidParameterError,
+    InvalidTypeError,
+    PolicyError,
+    check_epsilon,
+    check_positive_int,
+)
+from ..mechanism import guarantee, start
+from ..noise import RandomSource, geometric_mechanism, grid_laplace
+from ..release import Guarantee
+
+__all__ = [
+    "KMeans",
+    "KMeansGrid",
+    "SecretGraph",
+    "kmeans_objective",
+    "kmeans_sensitivities",
+    "qsize_sensitivity",
+    "qsum_sensitivity",
+    "secret_graph",
+    "release_iteration",
+]
+
+GRAPH_KINDS = ("full", "attribute", "partition", "distance", "explicit")
+MODES = ("safe", "paper")
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry: the domain grid and the secret graph
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KMeansGrid:
+    """The tuple domain T as a grid of points: attribute A takes the values ``coords[A]``.
+
+    Integer ordinals ``low..high`` take their integer values; binned ordinals take their bin
+    midpoints. ``centre`` is the box centre o that sums are taken relative to.
+    """
+
+    domain: Domain
+    coords: tuple[NDArray[np.float64], ...]
+
+    @classmethod
+    def from_domain(cls, domain: Domain) -> KMeansGrid:
+        if not isinstance(domain, Domain):
+            raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(domain).__name__}")
+        coords = []
+        for a in domain.attributes:
+            if not isinstance(a, Ordinal):
+                raise DomainError(
+                    f"k-means needs ordinal (numeric) attributes; {a.name!r} is nominal. Drop it "
+                    f"or encode it as an Ordinal"
+                )
+            if a.edges is not None:
+                e = np.asarray(a.edges, dtype=np.float64)
+                coords.append((e[:-1] + e[1:]) / 2)
+            else:
+                assert a.high is not None
+                coords.append(np.arange(a.low, a.high + 1, dtype=np.float64))
+        return cls(domain, tuple(coords))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.domain.names
+
+    @property
+    def dim(self) -> int:
+        return len(self.coords)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(c.size for c in self.coords)
+
+    @property
+    def low(self) -> NDArray[np.float64]:
+        return np.array([c[0] for c in self.coords])
+
+    @property
+    def high(self) -> NDArray[np.float64]:
+        return np.array([c[-1] for c in self.coords])
+
+    @property
+    def centre(self) -> NDArray[np.float64]:
+        return (self.low + self.high) / 2
+
+    @property
+    def diameter(self) -> float:
+        """d(T): the L1 diameter of the domain."""
+        return float(np.sum(self.high - self.low))
+
+    def all_points(self) -> NDArray[np.float64]:
+        """Coordinates of every cell, in flat (C) order."""
+        cells = np.indices(self.sizes).reshape(self.dim, -1).T
+        return self.to_points(cells)
+
+    def to_points(self, codes: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Cell codes (n, d) → coordinates (n, d)."""
+        return np.stack([c[codes[:, j]] for j, c in enumerate(self.coords)], axis=1)
+
+    def encode(self, X: NDArray[np.float64], clip: bool) -> NDArray[np.int64]:
+        """Coordinates (n, d) → cell codes (n, d), through the domain's own encoding."""
+        mode = "clip" if clip else "error"
+        return np.stack(
+            [a.encode(X[:, j], out_of_domain=mode) for j, a in enumerate(self.domain.attributes)],  # type: ignore[arg-type]
+            axis=1,
+        )
+
+
+@dataclass(frozen=True)
+class SecretGraph:
+    """The part of a Blowfish policy that k-means needs (an internal, policy-agnostic view).
+
+    ``kind``: ``full`` (every pair; ε-DP), ``attribute`` (differ in exactly one attribute),
+    ``partition`` (same block), ``distance`` (``Σ_A w_A |δ_A| ≤ θ`` for ``metric="l1"``, or
+    ``max_A w_A |δ_A| ≤ θ`` for ``"linf"``, on cell codes) or ``explicit`` (an edge list).
+    Partitions come as per-attribute block ids (``attr_blocks``; None = the attribute is one
+    block) or per-cell block ids (``cell_blocks``). ``bottom`` adds the ⊥ vertex (a record may
+    also be added or removed). Built from a ``fugu.blowfish.Policy`` by :func:`secret_graph`.
+    """
+
+    kind: str
+    theta: float | None = None
+    metric: str = "l1"
+    weights: tuple[float, ...] | None = None
+    attr_blocks: tuple[NDArray[np.int64] | None, ...] | None = field(
+        default=None, compare=False, repr=False
+    )
+    cell_blocks: NDArray[np.int64] | None = field(default=None, compare=False, repr=False)
+    edges: NDArray[np.int64] | None = field(default=None, compare=False, repr=False)
+    bottom: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in GRAPH_KINDS:
+            raise PolicyError(f"graph kind must be one of {GRAPH_KINDS}, got {self.kind!r}")
+        if self.kind == "distance" and (self.theta is None or not self.theta > 0):
+            raise PolicyError(f"distance-threshold graph needs theta > 0, got {self.theta!r}")
+        if self.kind == "distance" and self.metric not in ("l1", "linf"):
+            raise PolicyError(f"metric must be 'l1' or 'linf', got {self.metric!r}")
+        if self.kind == "partition" and self.attr_blocks is None and self.cell_blocks is None:
+            raise PolicyError("a partition graph needs attr_blocks or cell_blocks")
+        if self.kind == "explicit" and self.edges is None:
+            raise PolicyError("an explicit graph needs edges")
+
+    @property
+    def label(self) -> str:
+        return self.description or self.kind
+
+
+def secret_graph(policy: Any, grid: KMeansGrid) -> SecretGraph:
+    """The secret graph of ``policy`` for k-means on ``grid``.
+
+    ``policy`` is None (ε-DP: G^full), a ``fugu.blowfish.Policy`` on the same domain, a policy
+    string (parsed by ``Policy.parse``: ``'full'``, ``'attribute'``, ``'distance:theta=5'``,
+    ``'partition:lat=40,lon=30'``, ``'line'``, ``...+bottom``) or a :class:`SecretGraph`.
+    """
+    if policy is None:
+        return SecretGraph("full", description="full (epsilon-DP)")
+    if isinstance(policy, SecretGraph):
+        return policy
+    if isinstance(policy, str):
+        from .policy import Policy
+
+        policy = Policy.parse(policy, grid.domain)
+    return _from_policy(policy, grid)
+
+
+def _from_policy(policy: Any, grid: KMeansGrid) -> SecretGraph:
+    """Adapter for ``fugu.blowfish.Policy`` (see its module docstring for the attributes read)."""
+    dom = getattr(policy, "domain", None)
+    kind = getattr(policy, "kind", None)
+    if dom is None or kind is None:
+        raise InvalidTypeError(
+            f"policy must be None, a policy string like 'distance:theta=5' or a "
+            f"fugu.blowfish.Policy, got {type(policy).__name__}"
+        )
+    if dom != grid.domain:
+        raise PolicyError(
+            f"the policy's domain {list(dom.names)} (shape {dom.shape}) does not match the data's "
+            f"domain {list(grid.names)} (shape {grid.domain.shape}); build the policy on the "
+            f"same domain"
+        )
+    if getattr(policy, "constraints", ()):
+        raise PolicyError(
+            "k-means under a policy with public constraints is not supported (its sensitivity "
+            "needs the constraint graph); drop the constraints or use the histogram mechanisms"
+        )
+    desc = str(getattr(policy, "description", kind))
+    bottom = bool(getattr(policy, "bottom", False))
+    if kind in ("full", "attribute"):
+        return SecretGraph(kind, bottom=bottom, description=desc)
+    if kind == "distance":
+        return SecretGraph(
+            "distance",
+            theta=float(policy.theta),
+            metric=str(policy.metric),
+            weights=tuple(float(w) for w in (policy.weights or [1.0] * grid.dim)),
+            bottom=bottom,
+            description=desc,
+        )
+    if kind == "partition":
+        if getattr(policy, "cell_blocks", None) is not None:
+            return SecretGraph(
+                "partition",
+                cell_blocks=np.asarray(policy.cell_blocks, np.int64),
+                bottom=bottom,
+                description=desc,
+            )
+        blocks = tuple(
+            None if b is None else np.asarray(b, np.int64) for b in policy.attribute_blocks
+        )
+        return SecretGraph("partition", attr_blocks=blocks, bottom=bottom, description=desc)
+    if kind == "explicit":
+        return SecretGraph(
+            "explicit", edges=np.asarray(policy.edges, np.int64), bottom=bottom, description=desc
+        )
+    raise PolicyError(f"k-means does not support the policy kind {kind!r} ({desc})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Sensitivities
+# ---------------------------------------------------------------------------------------------
+def _uniform(c: NDArray[np.float64]) -> bool:
+    return c.size < 3 or bool(np.allclose(np.diff(c), c[1] - c[0]))
+
+
+def _gap(c: NDArray[np.float64]) -> NDArray[np.float64]:
+    """gap[s] = max_j c[j+s] − c[j]: the largest coordinate change of an s-cell move."""
+    m = c.size
+    if _uniform(c):
+        return np.arange(m) * (c[1] - c[0] if m > 1 else 0.0)
+    return np.array([float(np.max(c[s:] - c[: m - s])) for s in range(m)])
+
+
+def _pair(c: NDArray[np.float64], o: float) -> NDArray[np.float64]:
+    """pair[s] = max_j |c[j] − o| + |c[j+s] − o|: the cross-cluster change of an s-cell move."""
+    g = np.abs(c - o)
+    m = c.size
+    if _uniform(c):
+        s = np.arange(m)
+        # g(j) + g(j+s) is convex in j on a uniform grid: the maximum is at an end.
+        return np.maximum(g[0] + g[s], g[m - 1 - s] + g[m - 1])
+    return np.array([float(np.max(g[: m - s] + g[s:])) for s in range(m)])
+
+
+def _best_moves(
+    values: Sequence[NDArray[np.float64]], costs: Sequence[NDArray[np.float64]], budget: float
+) -> float:
+    """max Σ_A values[A][s_A] subject to Σ_A costs[A][s_A] <= budget and some s_A >= 1.
+
+    Exact: a Pareto (cost, value) dynamic programme over the attributes, tracking whether some
+    attribute has moved yet. ``costs[A][0]`` is 0.
+    """
+    tol = 1e-9 * max(1.0, budget)
+    # frontiers: (cost array, value array) for "nothing moved" and "something moved"
+    still = (np.zeros(1), np.zeros(1))
+    moved = (np.zeros(0), np.zeros(0))
+    for v, c in zip(values, costs, strict=True):
+        ok = c <= budget + tol
+        v, c = v[ok], c[ok]
+        new_still = (still[0] + c[0], still[1] + v[0])
+        parts_c = [moved[0][:, None] + c[None, :], still[0][:, None] + c[None, 1:]]
+        parts_v = [moved[1][:, None] + v[None, :], still[1][:, None] + v[None, 1:]]
+        mc = np.concatenate([p.reshape(-1) for p in parts_c])
+        mv = np.concatenate([p.reshape(-1) for p in parts_v])
+        keep = mc <= budget + tol
+        moved = _pareto(mc[keep], mv[keep])
+        still = new_still
+    return float(np.max(moved[1])) if moved[1].size else 0.0
+
+
+def _pareto(
+    cost: NDArray[np.float64], value: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    if cost.size == 0:
+        return cost, value
+    order = np.lexsort((-value, cost))
+    cost, value = cost[order], value[order]
+    best = np.maximum.accumulate(value)
+    keep = np.ones(cost.size, bool)
+    keep[1:] = value[1:] > best[:-1]
+    return cost[keep], value[keep]
+
+
+def _has_edges(graph: SecretGraph, grid: KMeansGrid) -> bool:
+    if graph.kind == "partition":
+        return bool(np.bincount(_cell_blocks(graph, grid)).max() > 1)
+    if graph.kind == "explicit":
+        assert graph.edges is not None
+        return bool(np.any(graph.edges.min(axis=1) >= 0))
+    if graph.kind == "distance":
+        w = graph.weights or (1.0,) * grid.dim
+        return any(
+            m > 1 and wj <= (graph.theta or 0) + 1e-12 for m, wj in zip(grid.sizes, w, strict=True)
+        )
+    return any(m > 1 for m in grid.sizes)
+
+
+def _attr_block_ids(graph: SecretGraph, grid: KMeansGrid) -> list[NDArray[np.int64]]:
+    assert graph.attr_blocks is not None
+    return [
+        np.zeros(m, np.int64)
+        if b is None
+        else np.unique(b, return_inverse=True)[1].astype(np.int64)
+        for b, m in zip(graph.attr_blocks, grid.sizes, strict=True)
+    ]
+
+
+def _cell_blocks(graph: SecretGraph, grid: KMeansGrid) -> NDArray[np.int64]:
+    if graph.cell_blocks is not None:
+        return graph.cell_blocks
+    per = _attr_block_ids(graph, grid)
+    return np.ravel_multi_index(
+        np.meshgrid(*per, indexing="ij"), [int(p.max()) + 1 for p in per]
+    ).reshape(-1)
+
+
+def _block_diameter(graph: SecretGraph, grid: KMeansGrid) -> float:
+    """Largest L1 diameter of a partition block (in coordinate units)."""
+    if graph.cell_blocks is None:
+        # product blocks: the widest block of every attribute can be combined
+        total = 0.0
+        for c, ids in zip(grid.coords, _attr_block_ids(graph, grid), strict=True):
+            nb = int(ids.max()) + 1
+            hi = np.full(nb, -np.inf)
+            lo = np.full(nb, np.inf)
+            np.maximum.at(hi, ids, c)
+            np.minimum.at(lo, ids, c)
+            total += float(np.max(hi - lo))
+        return total
+    ids = graph.cell_blocks
+    pts = grid.all_points()
+    nb = int(ids.max()) + 1
+    best = 0.0
+    # L1 diameter of a point set = max over sign vectors σ of (max σ·x − min σ·x)
+    for signs in itertools.product([1.0, -1.0], repeat=grid.dim):
+        proj = pts @ np.asarray(signs)
+        hi = np.full(nb, -np.inf)
+        lo = np.full(nb, np.inf)
+        np.maximum.at(hi, ids, proj)
+        np.minimum.at(lo, ids, proj)
+        best = max(best, float(np.max(hi - lo)))
+    return best
+
+
+def _edge_maxima(graph: SecretGraph, grid: KMeansGrid) -> tuple[float, float]:
+    """(max ‖x − y‖₁, max ‖x − o‖₁ + ‖y − o‖₁) over the graph's cell–cell edges."""
+    if not _has_edges(graph, grid):
+        return 0.0, 0.0
+    gaps = [_gap(c) for c in grid.coords]
+    pairs = [_pair(c, float(o)) for c, o in zip(grid.coords, grid.centre, strict=True)]
+    steps = [np.arange(m, dtype=np.float64) for m in grid.sizes]
+    if graph.kind == "full":
+        # opposite corners: both terms reach d(T) (same as the knapsack with an unlimited budget)
+        return grid.diameter, grid.diameter
+    if graph.kind == "attribute":
+        movable = [j for j, m in enumerate(grid.sizes) if m > 1]
+        same = max(float(gaps[j][-1]) for j in movable)
+        base = sum(float(p[0]) for p in pairs)
+        cross = max(base - float(pairs[j][0]) + float(np.max(pairs[j][1:])) for j in movable)
+        return same, cross
+    if graph.kind == "distance":
+        theta = float(graph.theta or 0)
+        w = graph.weights or (1.0,) * grid.dim
+        costs = [s * wj for s, wj in zip(steps, w, strict=True)]
+        if graph.metric == "l1":
+            return _best_moves(gaps, costs, theta), _best_moves(pairs, costs, theta)
+        # L∞: every attribute may move up to θ / w_A cells independently
+        reach = [c <= theta + 1e-12 for c in costs]
+        same = sum(float(np.max(g[r])) for g, r in zip(gaps, reach, strict=True))
+        bases = [float(np.max(p[r])) for p, r in zip(pairs, reach, strict=True)]
+        one = [
+            float(np.max(p[1:][r[1:]])) if r[1:].any() else -np.inf
+            for p, r in zip(pairs, reach, strict=True)
+        ]
+        cross = max(sum(bases) - b + o for b, o in zip(bases, one, strict=True))
+        return same, cross
+    if graph.kind == "explicit":
+        assert graph.edges is not None
+        e = graph.edges[graph.edges.min(axis=1) >= 0]
+        a = grid.to_points(np.stack(np.unravel_index(e[:, 0], grid.sizes), axis=1))
+        b = grid.to_points(np.stack(np.unravel_index(e[:, 1], grid.sizes), axis=1))
+        o = grid.centre
+        same = float(np.max(np.sum(np.abs(a - b), axis=1)))
+        cross = float(np.max(np.sum(np.abs(a - o), axis=1) + np.sum(np.abs(b - o), axis=1)))
+        return same, cross
+    # partitions are handled by the callers (block diameter)
+    raise PolicyError(f"no edge maxima for graph kind {graph.kind!r}")
+
+
+def _bottom_cells(graph: SecretGraph, grid: KMeansGrid) -> NDArray[np.int64] | None:
+    """Cells joined to ⊥ (None when all of them are)."""
+    if graph.bottom:
+        return None
+    if graph.kind == "explicit" and graph.edges is not None:
+        e = graph.edges[graph.edges.min(axis=1) < 0]
+        return np.unique(e.max(axis=1))
+    return np.zeros(0, np.int64)
+
+
+def _bottom_reach(graph: SecretGraph, grid: KMeansGrid) -> float:
+    """max ‖y − o‖₁ over cells y that may be added or removed (0 when none may)."""
+    cells = _bottom_cells(graph, grid)
+    if cells is None:
+        return float(np.sum(grid.high - grid.low)) / 2
+    if cells.size == 0:
+        return -1.0
+    pts = grid.to_points(np.stack(np.unravel_index(cells, grid.sizes), axis=1))
+    return float(np.max(np.sum(np.abs(pts - grid.centre), axis=1)))
+
+
+def qsize_sensitivity(policy: Any, domain: Domain | KMeansGrid, mode: str = "safe") -> float:
+    """S(q_size, P): L1 change of the vector of cluster sizes for one neighbouring pair.
+
+    2 when a secret pair can straddle a cluster boundary (a record leaves one cluster and joins
+    another); 0 when none can — a graph without edges, or a partition in ``safe`` mode (fugu
+    assigns whole blocks to clusters); at least 1 when records may be added or removed (⊥).
+    ``paper`` mode reports 2 for every policy with edges, as CACM (pg 68) does.
+
+    >>> import fugu
+    >>> dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    >>> qsize_sensitivity("distance:theta=2", dom), qsize_sensitivity("partition:x=5", dom)
+    (2.0, 0.0)
+    """
+    grid, graph, mode = _resolve(policy, domain, mode)
+    edge = 0.0
+    if _has_edges(graph, grid) and not (graph.kind == "partition" and mode == "safe"):
+        edge = 2.0
+    bottom = 1.0 if _bottom_reach(graph, grid) >= 0 else 0.0
+    return max(edge, bottom)
+
+
+def qsum_sensitivity(policy: Any, domain: Domain | KMeansGrid, mode: str = "safe") -> float:
+    """S(q_sum, P): L1 change of the (k × d) per-cluster sums, centred at the box centre o.
+
+    ``safe``: the max over the graph's edges (x, y) of ‖x − y‖₁ (both in one cluster) and
+    ‖x − o‖₁ + ‖y − o‖₁ (a move that changes cluster); for partitions the largest block
+    diameter (blocks are assigned whole, so never straddle clusters); ‖y − o‖₁ for a record y
+    that may be added or removed (⊥). ``paper``: the same-cluster term only — θ for G^{d,θ}
+    (one cell = one unit), max_A |A| for G^attr, the block diameter for G^P, d(T) for G^full.
+    Exact on the grid (a Pareto knapsack over per-attribute moves of s cells).
+
+    >>> import fugu
+    >>> dom = fugu.Domain([fugu.Ordinal("x", 0, 100), fugu.Ordinal("y", 0, 100)])
+    >>> qsum_sensitivity(None, dom), qsum_sensitivity("distance:theta=5", dom, mode="paper")
+    (200.0, 5.0)
+    >>> qsum_sensitivity("distance:theta=5", dom)   # a boundary-straddling move near a corner
+    199.0
+    """
+    grid, graph, mode = _resolve(policy, domain, mode)
+    if graph.kind == "partition":
+        edge = _block_diameter(graph, grid) if _has_edges(graph, grid) else 0.0
+    else:
+        same, cross = _edge_maxima(graph, grid)
+        edge = same if mode == "paper" else max(same, cross)
+    return max(edge, _bottom_reach(graph, grid), 0.0)
+
+
+def kmeans_sensitivities(
+    policy: Any, domain: Domain | KMeansGrid, mode: str = "safe"
+) -> tuple[float, float]:
+    """``(S(q_size, P), S(q_sum, P))`` for k-means on ``domain`` under ``policy``."""
+    return qsize_sensitivity(policy, domain, mode), qsum_sensitivity(policy, domain, mode)
+
+
+def _resolve(
+    policy: Any, domain: Domain | KMeansGrid, mode: str
+) -> tuple[KMeansGrid, SecretGraph, str]:
+    if mode not in MODES:
+        raise InvalidParameterError(f"sensitivity mode must be 'safe' or 'paper', got {mode!r}")
+    grid = domain if isinstance(domain, KMeansGrid) else KMeansGrid.from_domain(domain)
+    return grid, secret_graph(policy, grid), mode
+
+
+# ---------------------------------------------------------------------------------------------
+# One iteration: assignment, exact statistics, noisy release
+# ---------------------------------------------------------------------------------------------
+def _nearest(cols: NDArray[np.float64], centers: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Index of the nearest centre (squared Euclidean) for points given as columns (d, n)."""
+    # ‖x − μ‖² = ‖x‖² − 2 x·μ + ‖μ‖²; ‖x‖² is common to every centre. Column-wise loops are
+    # several times faster than an (n, d) @ (d, k) product for the small d and k of k-means.
+    best = np.empty(0)
+    labels = np.zeros(cols.shape[1], dtype=np.int64)
+    for j, mu in enumerate(centers):
+        score = cols[0] * (-2.0 * mu[0])
+        for dim in range(1, cols.shape[0]):
+            score += cols[dim] * (-2.0 * mu[dim])
+        score += float(mu @ mu)
+        if j == 0:
+            best = score
+        else:
+            closer = score < best
+            np.minimum(best, score, out=best)
+            labels[closer] = j
+    return labels
+
+
+@dataclass
+class _Assigner:
+    """Public rule that maps points to clusters: nearest centre, or block by block (partitions)."""
+
+    block_of: NDArray[np.int64] | None = None  # block id per point
+    block_rep: NDArray[np.float64] | None = None  # representative point per block
+
+    def __call__(
+        self, cols: NDArray[np.float64], centers: NDArray[np.float64]
+    ) -> NDArray[np.int64]:
+        """Cluster of each point; points are given as columns (d, n)."""
+        if self.block_of is None or self.block_rep is None:
+            return _nearest(cols, centers)
+        return _nearest(np.ascontiguousarray(self.block_rep.T), centers)[self.block_of]
+
+
+def _make_assigner(graph: SecretGraph, grid: KMeansGrid, codes: NDArray[np.int64]) -> _Assigner:
+    """Nearest-centre assignment, or block-by-block for partitions (block = its centre point)."""
+    if graph.kind != "partition":
+        return _Assigner()
+    if graph.cell_blocks is not None:
+        ids = graph.cell_blocks
+        nb = int(ids.max()) + 1
+        pts = grid.all_points()
+        hi = np.full((nb, grid.dim), -np.inf)
+        lo = np.full((nb, grid.dim), np.inf)
+        np.maximum.at(hi, ids, pts)
+        np.minimum.at(lo, ids, pts)
+        cell = np.ravel_multi_index(tuple(codes.T), grid.sizes)
+        return _Assigner(ids[cell], (hi + lo) / 2)
+    per = _attr_block_ids(graph, grid)
+    nbs = [int(p.max()) + 1 for p in per]
+    reps = []
+    for c, ids, nb in zip(grid.coords, per, nbs, strict=True):
+        hi1 = np.full(nb, -np.inf)
+        lo1 = np.full(nb, np.inf)
+        np.maximum.at(hi1, ids, c)
+        np.minimum.at(lo1, ids, c)
+        reps.append((hi1 + lo1) / 2)
+    block = np.ravel_multi_index(tuple(p[codes[:, j]] for j, p in enumerate(per)), nbs).astype(
+        np.int64
+    )
+    rep = np.stack([m.reshape(-1) for m in np.meshgrid(*reps, indexing="ij")], axis=1)
+    return _Assigner(block, rep)
+
+
+def _cluster_stats(
+    centred_cols: NDArray[np.float64], labels: NDArray[np.int64], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Exact cluster sizes (k,) and centred coordinate sums (k, d); points as columns (d, n)."""
+    sizes = np.bincount(labels, minlength=k).astype(np.int64)
+    sums = np.stack([np.bincount(labels, weights=col, minlength=k) for col in centred_cols], axis=1)
+    return sizes, sums.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    """Public calibration of one iteration: ε shares and sensitivities of q_size and q_sum."""
+
+    eps_size: float
+    eps_sum: float
+    sens_size: float
+    sens_sum: float
+
+    @classmethod
+    def split(
+        cls, eps_iter: float, sens_size: float, sens_sum: float, size_fraction: float
+    ) -> IterationPlan:
+        if sens_size == 0:
+            return cls(0.0, eps_iter, 0.0, sens_sum)
+        if sens_sum == 0:
+            return cls(eps_iter, 0.0, sens_size, 0.0)
+        return cls(eps_iter * size_fraction, eps_iter * (1 - size_fraction), sens_size, sens_sum)
+
+
+def release_iteration(
+    sizes: ArrayLike,
+    sums: ArrayLike,
+    plan: IterationPlan,
+    rng: RandomSource,
+    repeats: int | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Noisy (q_size, q_sum) of one iteration: the only place k-means touches noise.
+
+    ``sizes`` (k,) are exact integer cluster sizes, ``sums`` (k, d) exact centred coordinate
+    sums. q_size gets discrete Laplace noise of scale ``sens_size / eps_size``
+    (:func:`fugu.noise.geometric_mechanism`); q_sum is rounded to a power-of-two grid and gets
+    discrete Laplace noise of scale ``sens_sum / eps_sum`` (:func:`fugu.noise.grid_laplace`, at
+    most 2d coordinates change per neighbour pair). A zero sensitivity releases the value
+    exactly. ``repeats`` draws that many independent releases at once (shape (repeats, ...)),
+    which the privacy audit uses.
+    """
+    s = np.asarray(sizes, dtype=np.int64)
+    q = np.asarray(sums, dtype=np.float64)
+    if repeats is not None:
+        s = np.broadcast_to(s, (repeats, *s.shape))
+        q = np.broadcast_to(q, (repeats, *q.shape))
+    if plan.sens_size > 0:
+        noisy_sizes = geometric_mechanism(s, plan.sens_size, plan.eps_size, rng).astype(np.float64)
+    else:
+        noisy_sizes = s.astype(np.float64)
+    if plan.sens_sum > 0:
+        d = q.shape[-1]
+        noisy_sums, _ = grid_laplace(q, plan.sens_sum, plan.eps_sum, rng, max_changed=2 * d)
+    else:
+        noisy_sums = q.astype(np.float64).copy()
+    return noisy_sizes, noisy_sums
+
+
+def _update(
+    centers: NDArray[np.float64],
+    noisy_sizes: NDArray[np.float64],
+    noisy_sums: NDArray[np.float64],
+    grid_centre: NDArray[np.float64],
+    low: NDArray[np.float64],
+    high: NDArray[np.float64],
+    min_size: float,
+) -> NDArray[np.float64]:
+    """μ_i ← o + s̃_i/ñ_i where ñ_i ≥ min_size, else unchanged; then clamp into the box."""
+    ok = noisy_sizes >= min_size
+    new = centers.copy()
+    new[ok] = grid_centre + noisy_sums[ok] / noisy_sizes[ok, None]
+    return np.clip(new, low, high)
+
+
+def lloyd(
+    points: NDArray[np.float64],
+    init: NDArray[np.float64],
+    n_iter: int,
+    grid: KMeansGrid,
+    assign: _Assigner | None = None,
+    plans: Sequence[IterationPlan] | None = None,
+    rng: RandomSource | None = None,
+    min_cluster_size: float = 1.0,
+) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
+    """Run ``n_iter`` Lloyd iterations from ``init``; noisy when ``plans`` is given.
+
+    Returns the final centres and the released (noisy) sizes of each iteration. With
+    ``plans=None`` this is ordinary non-private Lloyd (the experiments' baseline).
+    """
+    assign = assign or _Assigner()
+    centers = np.asarray(init, dtype=np.float64).copy()
+    k = centers.shape[0]
+    o, lo, hi = grid.centre, grid.low, grid.high
+    cols = np.ascontiguousarray(np.asarray(points, dtype=np.float64).T)
+    centred = cols - o[:, None]
+    history = []
+    for t in range(n_iter):
+        labels = assign(cols, centers)
+        sizes, sums = _cluster_stats(centred, labels, k)
+        if plans is None:
+            ns, nq = sizes.astype(np.float64), sums
+        else:
+            assert rng is not None
+            ns, nq = release_iteration(sizes, sums, plans[t], rng)
+        history.append(ns)
+        centers = _update(centers, ns, nq, o, lo, hi, min_cluster_size)
+    return centers, history
+
+
+def kmeans_objective(X: ArrayLike, centers: ArrayLike) -> float:
+    """k-means objective: Σ_x min_i ‖x − μ_i‖² (squared Euclidean distance to the nearest centre).
+
+    >>> kmeans_objective([[0, 0], [2, 0]], [[1, 0]])
+    2.0
+    """
+    x = np.asarray(X, dtype=np.float64)
+    c = np.asarray(centers, dtype=np.float64)
+    if x.ndim != 2 or c.ndim != 2 or x.shape[1] != c.shape[1]:
+        raise InvalidParameterError(
+            f"X (n, d) and centers (k, d) must agree in d; got {x.shape} and {c.shape}"
+        )
+    cols = np.ascontiguousarray(x.T)
+    best = np.full(cols.shape[1], np.inf)
+    for mu in c:
+        dist = (cols[0] - mu[0]) ** 2
+        for dim in range(1, cols.shape[0]):
+            dist += (cols[dim] - mu[dim]) ** 2
+        np.minimum(best, dist, out=best)
+    return float(np.sum(best))
+
+
+def random_init(grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
+    """k centres uniform on the domain box, from public randomness (no data touched)."""
+    gen = rng.numpy_generator()
+    return grid.low + gen.random((k, grid.dim)) * (grid.high - grid.low)
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimator
+# ---------------------------------------------------------------------------------------------
+class KMeans:
+    """Private k-means with the scikit-learn estimator interface.
+
+    Parameters
+    ----------
+    n_clusters : int
+        k >= 1 (and at most the number of points).
+    epsilon : float
+        Total privacy-loss bound for the whole fit (all iterations).
+    policy : None, str, SecretGraph or fugu.blowfish.Policy
+        None: ε-DP (the Laplace k-means baseline, complete graph). Otherwise a Blowfish policy
+        whose domain is the data's domain; strings as in the CLI (``'distance:theta=5'``,
+        ``'attribute'``, ``'partition:lat=40,lon=30'``, ``'line'``, ``'full'``).
+    n_iter : int
+        Fixed number of Lloyd iterations (public; the paper uses 10).
+    init : "random" or array (k, d)
+        Data-independent start: uniform random points of the domain box from public randomness,
+        or centres chosen without looking at the data.
+    rng : RandomSource, optional
+        Secure by default; a seeded source is reproducible and NOT private.
+    domain : fugu.Domain, optional
+        The bounded domain of the points (ordinal attributes, one per column). Required when
+        ``policy`` is None or a string; must equal the policy's domain otherwise.
+    clip : bool
+        Clip out-of-domain points to the box instead of raising (recorded in ``guarantee_``).
+    size_fraction : float
+        Share of each iteration's ε spent on q_size (rest on q_sum); default 0.5.
+    iteration_weights : sequence of float, optional
+        Relative ε of each iteration (default equal).
+    sensitivity : "safe" or "paper"
+        ``safe`` (valid; default) or the paper's same-cluster values (reproduction only; see the
+        module docstring).
+    min_cluster_size : float
+        Noisy sizes below this keep the previous centre (default 1).
+    accountant : Accountant, optional
+        Charged ε before the data is touched.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray (k, d)
+        The private centres (this is what the guarantee covers).
+    labels_, inertia_ : training-data labels and objective. These are computed from the raw
+        data for the data owner and are **not** protected: do not publish them.
+    n_iter_ : int
+        Iterations run (always ``n_iter``: stopping early would depend on the data).
+    noisy_sizes_ : ndarray (n_iter, k)
+        The released noisy cluster sizes (covered by the guarantee).
+    sensitivity_ : dict
+        ``{"q_size": ..., "q_sum": ..., "mode": ...}`` used for calibration.
+    guarantee_ : Guarantee
+
+    Examples
+    --------
+    >>> import numpy as np, fugu
+    >>> dom = fugu.Domain([fugu.Ordinal("r", 0, 255), fugu.Ordinal("g", 0, 255)])
+    >>> X = np.random.default_rng(1).integers(0, 256, size=(2000, 2))
+    >>> km = KMeans(3, 1.0, policy="partition:r=16,g=16", domain=dom, rng=fugu.RandomSource(seed=2))
+    >>> km.fit(X).sensitivity_["q_size"], km.sensitivity_["q_sum"]
+    (0.0, 30.0)
+    """
+
+    def __init__(
+        self,
+        n_clusters: int = 8,
+        epsilon: float = 1.0,
+        policy: Any = None,
+        n_iter: int = 10,
+        init: str | ArrayLike = "random",
+        rng: RandomSource | None = None,
+        domain: Domain | None = None,
+        clip: bool = False,
+        size_fraction: float = 0.5,
+        iteration_weights: Sequence[float] | None = None,
+        sensitivity: str = "safe",
+        min_cluster_size: float = 1.0,
+        accountant: Accountant | None = None,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.policy = policy
+        self.n_iter = n_iter
+        self.init = init
+        self.rng = rng
+        self.domain = domain
+        self.clip = clip
+        self.size_fraction = size_fraction
+        self.iteration_weights = iteration_weights
+        self.sensitivity = sensitivity
+        self.min_cluster_size = min_cluster_size
+        self.accountant = accountant
+
+    # -- scikit-learn plumbing ------------------------------------------------------------
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Constructor parameters (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self._get_param_names()}
+
+    def set_params(self, **params: Any) -> KMeans:
+        """Set constructor parameters (scikit-learn convention); returns self."""
+        valid = set(self._get_param_names())
+        for key, value in params.items():
+            if key not in valid:
+                raise InvalidParameterError(
+                    f"invalid parameter {key!r} for KMeans; valid: {sorted(valid)}"
+                )
+            setattr(self, key, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {
+            p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()
+        }
+        shown = []
+        for k, v in self.get_params().items():
+            d = defaults.get(k)
+            same = v is d if isinstance(v, np.ndarray) or isinstance(d, np.ndarray) else v == d
+            if not same:
+                shown.append(f"{k}={v!r}")
+        return f"KMeans({', '.join(shown)})"
+
+    def __sklearn_tags__(self) -> Any:
+        from sklearn.utils import ClusterTags, Tags, TargetTags  # lazy: scikit-learn is optional
+
+        return Tags(
+            estimator_type="clusterer",
+            target_tags=TargetTags(required=False),
+            clusterer_tags=ClusterTags(),
+        )
+
+    # -- input ----------------------------------------------------------------------------
+    def _grid(self) -> KMeansGrid:
+        dom = self.domain
+        pol_dom = getattr(self.policy, "domain", None)
+        if dom is None:
+            dom = pol_dom
+        if dom is None:
+            raise InvalidParameterError(
+                "KMeans needs a bounded domain: pass domain=fugu.Domain([fugu.Ordinal('x', 0, 99), "
+                "...]) or a policy built on one (fugu never derives bounds from the data: its "
+                "minimum and maximum are private)"
+            )
+        if pol_dom is not None and pol_dom != dom:
+            raise PolicyError(
+                f"the policy's domain {list(pol_dom.names)} does not match domain= "
+                f"{list(dom.names)}; build the policy on the same domain"
+            )
+        return KMeansGrid.from_domain(dom)
+
+    def _points(self, X: Any, grid: KMeansGrid) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        if isinstance(X, Mapping) or hasattr(X, "columns"):
+            try:
+                cols = [np.asarray(X[name], dtype=np.float64) for name in grid.names]
+            except KeyError as exc:
+                raise DomainError(
+                    f"X has no column {exc.args[0]!r}; the domain's attributes are "
+                    f"{list(grid.names)}"
+                ) from None
+            arr = np.stack(cols, axis=1) if cols else np.empty((0, 0))
+        else:
+            try:
+                arr = np.asarray(X, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InvalidTypeError(
+                    f"X must be a numeric array (n, d), got {type(X).__name__}"
+                ) from None
+        if arr.ndim == 1:
+            arr = arr.reshape(-1, 1)
+        if arr.ndim != 2:
+            raise InvalidParameterError(
+                f"X must be 2-dimensional (n points × d coordinates), got shape {arr.shape}"
+            )
+        if arr.shape[1] != grid.dim:
+            raise DomainError(
+                f"X has {arr.shape[1]} columns but the domain (policy) has {grid.dim} attributes "
+                f"{list(grid.names)}; pass the matching columns or fix the domain"
+            )
+        if arr.shape[0] == 0:
+            raise EmptyDataError("X has no points; k-means needs at least n_clusters points")
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            rows = np.flatnonzero(bad.any(axis=1))
+            raise DomainError(
+                f"X has {rows.size} points with NaN or infinite coordinates (first at row "
+                f"{int(rows[0])}); impute or remove them (fugu never drops them silently)"
+            )
+        codes = grid.encode(arr, self.clip)
+        return grid.to_points(codes), codes
+
+    def _check(self, n: int, grid: KMeansGrid) -> tuple[int, int, list[float]]:
+        k = check_positive_int(self.n_clusters, "n_clusters", 1)
+        if k > n:
+            raise InvalidParameterError(
+                f"n_clusters={k} exceeds the number of points n={n}; use k <= n"
+            )
+        iters = check_positive_int(self.n_iter, "n_iter", 1)
+        sf = self.size_fraction
+        if isinstance(sf, bool) or not isinstance(sf, int | float) or not 0 < float(sf) < 1:
+            raise InvalidParameterError(f"size_fraction must be a number in (0, 1), got {sf!r}")
+        if self.iteration_weights is None:
+            weights = [1.0] * iters
+        else:
+            weights = [float(w) for w in self.iteration_weights]
+            if len(weights) != iters or any(not (w > 0 and math.isfinite(w)) for w in weights):
+                raise InvalidParameterError(
+                    f"iteration_weights must be {iters} positive numbers (one per iteration), "
+                    f"got {self.iteration_weights!r}"
+                )
+        if not (isinstance(self.min_cluster_size, int | float) and self.min_cluster_size > 0):
+            raise InvalidParameterError(
+                f"min_cluster_size must be > 0, got {self.min_cluster_size!r}"
+            )
+        return k, iters, weights
+
+    def _init_centers(self, grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
+        if isinstance(self.init, str):
+            if self.init != "random":
+                raise InvalidParameterError(
+                    f"init must be 'random' (uniform in the domain, data-independent) or a (k, d) "
+                    f"array of public centres, got {self.init!r}"
+                )
+            return random_init(grid, k, rng)
+        c = np.asarray(self.init, dtype=np.float64)
+        if c.shape != (k, grid.dim) or not np.all(np.isfinite(c)):
+            raise InvalidParameterError(
+                f"init must be a finite array of shape ({k}, {grid.dim}), got {c.shape}"
+            )
+        return np.clip(c, grid.low, grid.high)
+
+    # -- fitting ----------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> KMeans:
+        """Fit private centres to the points ``X`` (n × d, in the domain's attribute order)."""
+        grid = self._grid()
+        graph = secret_graph(self.policy, grid)
+        mode = self.sensitivity
+        s_size, s_sum = kmeans_sensitivities(graph, grid, mode)
+        model = "central-dp" if graph.kind == "full" and self.policy is None else "blowfish"
+        label = graph.label
+        eps = check_epsilon(self.epsilon)
+        points, codes = self._points(X, grid)
+        k, iters, weights = self._check(points.shape[0], grid)
+        eps, source = start(
+            eps,
+            self.rng,
+            self.accountant,
+            f"k-means (k={k}, {iters} iterations)",
+            model=model,
+            policy=label,
+        )
+        total_w = sum(weights)
+        plans = [
+            IterationPlan.split(eps * w / total_w, s_size, s_sum, float(self.size_fraction))
+            for w in weights
+        ]
+        init = self._init_centers(grid, k, source)
+        assigner = _make_assigner(graph, grid, codes)
+        centers, history = lloyd(
+            points, init, iters, grid, assigner, plans, source, float(self.min_cluster_size)
+        )
+        self.cluster_centers_ = centers
+        self.noisy_sizes_ = np.stack(history)
+        self.n_iter_ = iters
+        self.n_features_in_ = grid.dim
+        self.sensitivity_ = {"q_size": s_size, "q_sum": s_sum, "mode": mode}
+        self._assigner = assigner
+        self._grid_cache = grid
+        self.labels_ = assigner(np.ascontiguousarray(points.T), centers)
+        self.inertia_ = kmeans_objective(points, centers)
+        self.guarantee_ = self._guarantee(eps, source, graph, plans, s_size, s_sum, iters, k)
+        return self
+
+    def _guarantee(
+        self,
+        eps: float,
+        source: RandomSource,
+        graph: SecretGraph,
+        plans: list[IterationPlan],
+        s_size: float,
+        s_sum: float,
+        iters: int,
+        k: int,
+    ) -> Guarantee:
+        blowfish = not (graph.kind == "full" and self.policy is None)
+        params = {
+            "n_clusters": k,
+            "n_iter": iters,
+            "policy": graph.label,
+            "sensitivity_mode": self.sensitivity,
+            "q_size_sensitivity": s_size,
+            "q_sum_sensitivity": s_sum,
+            "epsilon_per_iteration": [p.eps_size + p.eps_sum for p in plans],
+            "size_fraction": float(self.size_fraction),
+            "init": "random (public randomness)" if isinstance(self.init, str) else "user-supplied",
+            "assignment": "block by block" if graph.kind == "partition" else "nearest centre",
+        }
+        if self.sensitivity == "paper" and graph.kind in ("attribute", "distance", "line"):
+            params["warning"] = (
+                "paper-mode q_sum sensitivity bounds only same-cluster moves; neighbours that "
+                "straddle a cluster boundary are not protected at this epsilon"
+            )
+        return guarantee(
+            model="blowfish" if blowfish else "central-dp",
+            epsilon=eps,
+            neighbours=f"replace one record's value along an edge of the secret graph {graph.label}"
+            if blowfish
+            else "replace",
+            mechanism="kmeans",
+            rng=source,
+            sensitivity=s_sum,
+            source="He, Machanavajjhala, Ding, Blowfish Privacy (SIGMOD 2014), k-means section; "
+            "CACM 58(3) 2015 Def. 7; Blum et al. SuLQ (PODS 2005)",
+            parameters=params,
+            data_options={"out_of_domain": "clip" if self.clip else "error"},
+        )
+
+    def _require_fitted(self) -> None:
+        if not hasattr(self, "cluster_centers_"):
+            raise InvalidParameterError("this KMeans is not fitted yet; call fit(X) first")
+
+    def predict(self, X: Any) -> NDArray[np.int64]:
+        """Index of the nearest private centre (block-wise for partition policies)."""
+        self._require_fitted()
+        grid = self._grid()
+        points, codes = self._points(X, grid)
+        graph = secret_graph(self.policy, grid)
+        return _make_assigner(graph, grid, codes)(
+            np.ascontiguousarray(points.T), self.cluster_centers_
+        )
+
+    def fit_predict(self, X: Any, y: Any = None) -> NDArray[np.int64]:
+        """Fit, then return the training points' labels (not protected: see ``labels_``)."""
+        return self.fit(X).labels_
+
+    def transform(self, X: Any) -> NDArray[np.float64]:
+        """Euclidean distances from each point to each private centre (n × k)."""
+        self._require_fitted()
+        points, _ = self._points(X, self._grid())
+        diff = points[:, None, :] - self.cluster_centers_[None, :, :]
+        return np.sqrt(np.sum(diff**2, axis=2))
+
+    def fit_transform(self, X: Any, y: Any = None) -> NDArray[np.float64]:
+        return self.fit(X).transform(X)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Negative k-means objective of ``X`` under the private centres (scikit-learn sign)."""
+        self._require_fitted()
+        points, _ = self._points(X, self._grid())
+        return -kmeans_objective(points, self.cluster_centers_)
