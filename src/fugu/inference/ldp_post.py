@@ -554,7 +554,8 @@ def estimate_from_pairs(
     variant : ``"full"`` fits all four cells of every pair table (IPF on the 2^λ in/out table;
         the default, measured 3–5× more accurate); ``"in-in"`` fits only the ``(in, in)`` cell
         and renormalises to ``total`` (the authors' code).
-    max_iter, tol : stop when the largest per-query L1 change of a sweep is below ``tol``.
+    max_iter, tol : each query stops when a sweep changes its table by less than ``tol`` (L1),
+        so an answer does not depend on the other queries of the batch.
 
     Returns
     -------
@@ -577,27 +578,32 @@ def estimate_from_pairs(
     tabs = {p: np.maximum(np.asarray(tables[p], dtype=np.float64), 0.0) for p in pairs}
     q = next(iter(tabs.values())).shape[0]
     tot = np.broadcast_to(np.asarray(total, dtype=np.float64), (q,)).astype(np.float64)
-    z = np.broadcast_to((tot / 2**lam).reshape((q,) + (1,) * lam), (q,) + (2,) * lam).copy()
+    z_all = np.broadcast_to((tot / 2**lam).reshape((q,) + (1,) * lam), (q,) + (2,) * lam).copy()
+    active = np.arange(q)  # each query stops on its own, so answers do not depend on the batch
     sweeps = 0
     for sweeps in range(1, max_iter + 1):  # noqa: B007
+        z, t_act, na = z_all[active], tot[active], active.size
         prev = z.copy()
         for j, k in pairs:
             other = tuple(1 + i for i in range(lam) if i not in (j, k))
-            s = z.sum(axis=other) if other else z  # (q, 2, 2)
-            f = tabs[(j, k)]
+            s = z.sum(axis=other) if other else z  # (na, 2, 2)
+            f = tabs[(j, k)][active]
             if variant == "full":
                 fac = np.where(s > 0, f / np.where(s > 0, s, 1.0), 1.0)
             else:
                 fac = np.ones_like(s)
                 s00 = s[:, 0, 0]
                 fac[:, 0, 0] = np.where(s00 > 0, f[:, 0, 0] / np.where(s00 > 0, s00, 1.0), 1.0)
-            shp = [q] + [1] * lam
+            shp = [na] + [1] * lam
             shp[1 + j], shp[1 + k] = 2, 2
             z = z * fac.reshape(shp)
-            zs = z.reshape(q, -1).sum(axis=1)
-            z = z * np.where(zs > 0, tot / np.where(zs > 0, zs, 1.0), 1.0).reshape(
-                (q,) + (1,) * lam
+            zs = z.reshape(na, -1).sum(axis=1)
+            z = z * np.where(zs > 0, t_act / np.where(zs > 0, zs, 1.0), 1.0).reshape(
+                (na,) + (1,) * lam
             )
-        if np.max(np.abs(z - prev).reshape(q, -1).sum(axis=1)) < tol:
+        z_all[active] = z
+        moving = np.abs(z - prev).reshape(na, -1).sum(axis=1) >= tol
+        active = active[moving]
+        if active.size == 0:
             break
-    return z.reshape(q, -1)[:, 0].copy(), sweeps
+    return z_all.reshape(q, -1)[:, 0].copy(), sweeps

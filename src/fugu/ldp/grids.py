@@ -416,6 +416,23 @@ class GridProtocol(LDPProtocol):
             grids.append(
                 GridEstimate(tuple(names[a] for a in gr), self.edges(gr), est.reshape(shape), var)
             )
+        gu = self.guarantee(private=True, n=n)
+        return self.release_from_grids(grids, n, gu, users_per_group=n_group.tolist())
+
+    def release_from_grids(
+        self,
+        grids: Sequence[GridEstimate],
+        n: float,
+        guarantee: Guarantee,
+        users_per_group: Sequence[float] | None = None,
+    ) -> GridRelease:
+        """Phases 2 and 3 on estimated grids (one per group, in :attr:`groups` order).
+
+        The server side after the frequency oracles; public so experiments can feed other grids
+        (e.g. exact counts, to separate the noise from the estimation error). It only
+        post-processes its input: the release is as private as the grids and ``guarantee`` given.
+        """
+        names = self.domain.names
         post, rounds = consistent_grids(grids, float(n), max_iter=self.max_iter, tol=self.tol)
         matrices: dict[tuple[str, str], NDArray[np.float64]] = {}
         sweeps = 0
@@ -443,13 +460,14 @@ class GridProtocol(LDPProtocol):
         if self.hybrid:
             steps += (f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps)",)
         steps += (f"lambda-D answers by weighted update, estimator {self.estimator!r}",)
-        gu = self.guarantee(private=True, n=n, post_processing=steps)
-        params = dict(gu.parameters)
+        params = dict(guarantee.parameters)
         params.update(
             {
                 "groups": [[names[a] for a in gr] for gr in self.groups],
-                "oracles": list(grouped.kinds),
-                "users_per_group": [int(v) for v in n_group],
+                "oracles": list(self._require().kinds),
+                "users_per_group": []
+                if users_per_group is None
+                else [int(v) for v in users_per_group],
                 "raw_granularity": {
                     "g1": None if math.isnan(self.raw_granularity[0]) else self.raw_granularity[0],
                     "g2": None if math.isnan(self.raw_granularity[1]) else self.raw_granularity[1],
@@ -458,7 +476,9 @@ class GridProtocol(LDPProtocol):
                 "alpha2": self.alpha2,
             }
         )
-        gu = replace(gu, parameters=params)
+        gu = replace(
+            guarantee, parameters=params, post_processing=(*guarantee.post_processing, *steps)
+        )
         return GridRelease(
             self.domain, gu, post, float(n), matrices=matrices, estimator=self.estimator,
             method=self.name, n_groups=self.n_groups, tol=self.tol, max_iter=self.max_iter,
