@@ -231,7 +231,15 @@ class Hierarchy:
 # ---------------------------------------------------------------------------------------------
 # Attributes
 # ---------------------------------------------------------------------------------------------
+def _is_arrow(values: Any) -> bool:
+    return type(values).__module__.startswith("pyarrow")
+
+
 def _as_array(values: Any, name: str) -> np.ndarray:
+    if _is_arrow(values):
+        if values.null_count:
+            return np.asarray(values.to_pylist(), dtype=object)
+        return np.asarray(values.to_numpy(zero_copy_only=False))
     arr = np.asarray(values)
     if arr.ndim != 1:
         arr = arr.reshape(-1)
@@ -334,6 +342,10 @@ class Ordinal:
                     f"attribute {self.name!r}: {int(nan.sum())} of {arr.size} values are NaN/None; "
                     f"impute or remove them before counting (fugu never drops them silently)"
                 )
+        if self.edges is None and arr.dtype.kind in "iu" and arr.size:
+            # Fast path: integer column already inside the range (two reductions, one subtraction).
+            if int(arr.min()) >= self.low and int(arr.max()) <= int(self.high):  # type: ignore[arg-type]
+                return (arr - self.low).astype(np.int64, copy=False)
         if self.edges is not None:
             e = np.asarray(self.edges)
             codes = np.searchsorted(e, arr, side="right").astype(np.int64) - 1
@@ -451,25 +463,27 @@ class Nominal:
         return list(self.hierarchy.leaves)
 
     def encode(self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
-        arr = _as_array(values, self.name)
-        if arr.dtype.kind == "f" and np.isnan(arr).any():
-            raise DomainError(
-                f"attribute {self.name!r}: {int(np.isnan(arr).sum())} values are NaN/None; impute or "
-                f"remove them (fugu never drops them silently)"
-            )
-        if arr.dtype.kind == "O":
-            missing = np.array([v is None or (isinstance(v, float) and v != v) for v in arr], dtype=bool)
-            if missing.any():
+        if _is_arrow(values):
+            if values.null_count:  # type: ignore[union-attr]
                 raise DomainError(
-                    f"attribute {self.name!r}: {int(missing.sum())} of {arr.size} values are None/NaN; "
-                    f"impute or remove them (fugu never drops them silently)"
+                    f"attribute {self.name!r}: {values.null_count} of {len(values)} values are "  # type: ignore[union-attr, arg-type]
+                    f"null; impute or remove them (fugu never drops them silently)"
                 )
-        uniq, inverse = np.unique(arr.astype(str), return_inverse=True)
-        lookup = {v: i for i, v in enumerate(self.hierarchy.leaves)}
-        mapped = np.array([lookup.get(u, -1) for u in uniq.tolist()], dtype=np.int64)
-        codes = mapped[inverse.reshape(-1)] if arr.size else np.zeros(0, np.int64)
+            codes = _lookup_codes(values, self.hierarchy.leaves)
+            if (codes < 0).any():
+                values = np.asarray(values.to_pylist(), dtype=object)  # type: ignore[union-attr]
+            else:
+                return codes
+        arr = _as_array(values, self.name)
+        codes = _lookup_codes(arr, self.hierarchy.leaves)
+        missing = codes == _MISSING
+        if missing.any():
+            raise DomainError(
+                f"attribute {self.name!r}: {int(missing.sum())} of {arr.size} values are None/NaN; "
+                f"impute or remove them (fugu never drops them silently)"
+            )
         bad = codes < 0
-        shown = f"one of {len(lookup)} values, e.g. {list(lookup)[:4]}"
+        shown = f"one of {self.size} values, e.g. {list(self.hierarchy.leaves)[:4]}"
         return _apply_policy(self.name, arr, codes, bad, np.zeros_like(bad), self.size, out_of_domain, shown, clip_ok=False)
 
     def decode(self, codes: ArrayLike) -> np.ndarray:
@@ -480,6 +494,44 @@ class Nominal:
 
 
 Attribute = Ordinal | Nominal
+
+
+_MISSING = -2
+
+
+def _lookup_codes(arr: Any, leaves: tuple[str, ...]) -> NDArray[np.int64]:
+    """Position of each value in ``leaves``: -1 when absent, -2 (``_MISSING``) for None/NaN.
+
+    Arrow string arrays go through Arrow's hash lookup; numpy arrays are factorised (pandas' hash
+    table when pandas is installed, else ``np.unique``) and only the distinct values are looked up.
+    """
+    import pyarrow as pa
+
+    if isinstance(arr, pa.ChunkedArray | pa.Array):
+        import pyarrow.compute as pc
+
+        values = arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
+        idx = pc.index_in(values, value_set=pa.array(list(leaves), type=pa.string()))
+        return np.asarray(idx.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    if arr.size == 0:
+        return np.zeros(0, np.int64)
+    lookup = {v: i for i, v in enumerate(leaves)}
+    try:
+        import pandas as pd
+
+        inverse, uniques = pd.factorize(arr)  # None / NaN -> -1
+        mapped = np.array([lookup.get(str(u), -1) for u in uniques] + [_MISSING], dtype=np.int64)
+        return mapped[np.asarray(inverse)]  # index -1 picks the trailing _MISSING
+    except ImportError:  # pragma: no cover - pandas is optional
+        if arr.dtype.kind == "f":
+            nan = np.isnan(arr)
+        else:
+            nan = np.array([v is None or (isinstance(v, float) and v != v) for v in arr], dtype=bool)
+        uniq_arr, inverse = np.unique(arr.astype(str), return_inverse=True)
+        mapped = np.array([lookup.get(u, -1) for u in uniq_arr.tolist()], dtype=np.int64)
+        codes = mapped[np.asarray(inverse).reshape(-1)]
+        codes[nan] = _MISSING
+        return codes
 
 
 def attribute_from_dict(d: Mapping[str, Any]) -> Attribute:

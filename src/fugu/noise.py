@@ -133,6 +133,32 @@ class RandomSource:
             out = self._below_words(flat, _U64, self.bits64)
         return out.reshape(bound.shape)
 
+    def below_scalar(self, bound: int, n: int) -> NDArray[np.uint64]:
+        """``n`` uniform integers in ``[0, bound)`` for one bound (exact rejection sampling)."""
+        if bound < 1:
+            raise InvalidParameterError("bound must be positive")
+        if bound < 1 << 24:
+            word: Any = np.uint32
+            draw: Any = self.bits32
+            width = 32
+        else:
+            word, draw, width = _U64, self.bits64, 64
+        b = word(bound)
+        reject_below = word((1 << width) % bound)
+        r = draw(n)
+        out = r % b
+        bad = np.flatnonzero(r < reject_below)
+        while bad.size:
+            r = draw(bad.size)
+            ok = r >= reject_below
+            out[bad[ok]] = r[ok] % b
+            bad = bad[~ok]
+        return out.astype(_U64, copy=False)
+
+    def fair_bits(self, n: int) -> NDArray[np.bool_]:
+        """``n`` independent fair coin flips (8 per random byte)."""
+        return np.unpackbits(self.bits64((n + 63) // 64).view(np.uint8))[:n].astype(bool)
+
     @staticmethod
     def _below_words(flat: np.ndarray, word: Any, draw: Any) -> np.ndarray:
         # Accept r when r >= 2**w mod b (computed in w-bit arithmetic as (2**w - b) mod b): the
@@ -227,14 +253,20 @@ def default_source(rng: RandomSource | None = None) -> RandomSource:
 
 
 # -- exact samplers (Canonne, Kamath, Steinke 2020) -----------------------------------------
-def _bernoulli_exp_neg(rng: RandomSource, num: NDArray[np.uint64], den: NDArray[np.uint64]) -> NDArray[np.bool_]:
-    """Exact Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1, gamma in [0, 1])."""
-    k = np.ones(num.shape, dtype=_U64)
-    todo = np.arange(num.size)
+def _bernoulli_exp_neg(rng: RandomSource, num: NDArray[np.uint64], den: int) -> NDArray[np.bool_]:
+    """Exact Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1, gamma in [0, 1]).
+
+    Draw A_K ~ Bernoulli(gamma / K) for K = 1, 2, ... until the first failure; the result is 1
+    when that K is odd (P = sum_j (-gamma)^j / j! = exp(-gamma)).
+    """
+    alive = rng.below_scalar(den, num.size) < num  # K = 1
+    k = np.ones(num.size, dtype=_U64)
+    todo = np.flatnonzero(alive)
+    kk = 1
     while todo.size:
-        # A ~ Bernoulli(gamma / K): continue while A == 1.
-        a = rng.below(den[todo] * k[todo]) < num[todo]
-        k[todo[a]] += _U64(1)
+        kk += 1
+        k[todo] = kk
+        a = rng.below_scalar(den * kk, todo.size) < num[todo]
         todo = todo[a]
     return (k & _U64(1)) == _U64(1)
 
@@ -242,10 +274,12 @@ def _bernoulli_exp_neg(rng: RandomSource, num: NDArray[np.uint64], den: NDArray[
 def _bernoulli_exp_minus_one(rng: RandomSource, n: int) -> NDArray[np.bool_]:
     """Exact Bernoulli(exp(-1)): Algorithm 1 with gamma = 1, whose first trial always succeeds."""
     k = np.full(n, 2, dtype=_U64)
-    todo = np.arange(n)
+    todo = np.flatnonzero(rng.fair_bits(n))  # Bernoulli(1/2) at K = 2
+    kk = 2
     while todo.size:
-        a = rng.below(k[todo]) == 0  # Bernoulli(1 / K)
-        k[todo[a]] += _U64(1)
+        kk += 1
+        k[todo] = kk
+        a = rng.below_scalar(kk, todo.size) == 0  # Bernoulli(1 / K)
         todo = todo[a]
     return (k & _U64(1)) == _U64(1)
 
@@ -297,30 +331,50 @@ def discrete_laplace(
         scale_arr = np.broadcast_to(scale_arr, (size,) if isinstance(size, int) else size)
     shape = scale_arr.shape
     t, s = _rational_scale(scale_arr.reshape(-1))
-    n = t.size
-    out = np.zeros(n, dtype=np.int64)
-    todo = np.arange(n)
-    while todo.size:
-        tt, ss = t[todo], s[todo]
-        u = rng.below(tt)
-        keep = _bernoulli_exp_neg(rng, u, tt)
-        retry = todo[~keep]
-        todo, tt, ss, u = todo[keep], tt[keep], ss[keep], u[keep]
-        # V ~ Geometric: count successes of Bernoulli(exp(-1)) before the first failure.
-        v = np.zeros(todo.size, dtype=_U64)
-        live = np.arange(todo.size)
-        while live.size:
-            a = _bernoulli_exp_minus_one(rng, live.size)
-            v[live[a]] += _U64(1)
-            live = live[a]
-        y = (u + tt * v) // ss
-        b = (rng.bits64(todo.size) & _U64(1)) == _U64(1)
-        reject = b & (y == 0)
-        good = ~reject
-        signed = np.where(b, -y.astype(np.int64), y.astype(np.int64))
-        out[todo[good]] = signed[good]
-        todo = np.concatenate([retry, todo[reject]])
+    out = np.empty(t.size, dtype=np.int64)
+    if t.size == 0:
+        return out.reshape(shape)
+    if np.all(t == t[0]) and np.all(s == s[0]):
+        groups = [(int(t[0]), int(s[0]), np.arange(t.size))]
+    else:
+        pairs, inverse = np.unique(np.stack([t, s], axis=1), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(pairs) + 1))
+        groups = [(int(pairs[g, 0]), int(pairs[g, 1]), order[bounds[g] : bounds[g + 1]]) for g in range(len(pairs))]
+    for tg, sg, idx in groups:
+        y = _geometric(rng, tg, sg, 2 * idx.size)
+        out[idx] = y[: idx.size] - y[idx.size :]  # the difference of two geometrics
     return out.reshape(shape)
+
+
+def _geometric(rng: RandomSource, t: int, s: int, m: int) -> NDArray[np.int64]:
+    """m iid samples of Geometric(1 - exp(-s/t)) on {0, 1, ...}, exactly (CKS 2020, Alg. 2).
+
+    X = U + t*V is Geometric(1 - exp(-1/t)) when U has P(u) ∝ exp(-u/t) on [0, t) (uniform
+    proposals accepted with probability exp(-u/t)) and V is Geometric(1 - exp(-1)) (run lengths
+    of a Bernoulli(exp(-1)) stream); then floor(X/s) is Geometric(1 - exp(-s/t)). Proposals and
+    stream are drawn in bulk, so the number of numpy calls does not grow with m.
+    """
+    tt = np.uint64(t)
+    u = np.empty(0, dtype=_U64)
+    while u.size < m:
+        need = m - u.size
+        cand = rng.below_scalar(t, int(need * 1.7) + 64)
+        keep = _bernoulli_exp_neg(rng, cand, t)
+        u = np.concatenate([u, cand[keep]])
+    u = u[:m]
+    zeros = np.empty(0, dtype=np.int64)
+    stream_len = 0
+    while zeros.size < m + 1:
+        need = m + 1 - zeros.size
+        chunk = int(need * 1.75) + 64
+        ones = _bernoulli_exp_minus_one(rng, chunk)
+        zeros = np.concatenate([zeros, np.flatnonzero(~ones) + stream_len])
+        stream_len += chunk
+    v = np.diff(np.concatenate([[-1], zeros[:m]])) - 1
+    x = u + tt * v.astype(_U64)
+    return (x // np.uint64(s)).astype(np.int64)
 
 
 def discrete_laplace_pmf(k: ArrayLike, scale: float) -> NDArray[np.float64]:

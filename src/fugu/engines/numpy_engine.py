@@ -75,13 +75,18 @@ def _pandas_column(s: Any) -> np.ndarray:
     return s.to_numpy(dtype=object, na_value=None)
 
 
-def _polars_column(s: Any) -> np.ndarray:
-    if s.null_count():
-        return np.asarray(s.to_list(), dtype=object)
-    return s.to_numpy()
+def _polars_column(s: Any) -> Any:
+    if s.dtype.is_numeric():
+        return np.asarray(s.to_list(), dtype=object) if s.null_count() else s.to_numpy()
+    return _arrow_column(s.to_arrow())
 
 
-def _arrow_column(c: Any) -> np.ndarray:
+def _arrow_column(c: Any) -> Any:
+    """Numeric Arrow columns become numpy arrays; string columns stay Arrow (hash lookup)."""
+    import pyarrow as pa
+
+    if pa.types.is_string(c.type) or pa.types.is_large_string(c.type) or pa.types.is_dictionary(c.type):
+        return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
     if c.null_count:
         return np.asarray(c.to_pylist(), dtype=object)
     return np.asarray(c.to_numpy(zero_copy_only=False))
