@@ -180,10 +180,18 @@ class KMeansGrid:
     def encode(self, X: NDArray[np.float64], clip: bool) -> NDArray[np.int64]:
         """Coordinates (n, d) → cell codes (n, d), through the domain's own encoding."""
         mode = "clip" if clip else "error"
-        return np.stack(
-            [a.encode(X[:, j], out_of_domain=mode) for j, a in enumerate(self.domain.attributes)],  # type: ignore[arg-type]
-            axis=1,
-        )
+        cols = []
+        for j, a in enumerate(self.domain.attributes):
+            try:
+                cols.append(a.encode(X[:, j], out_of_domain=mode))  # type: ignore[arg-type]
+            except DomainError as exc:
+                msg = str(exc).split("; fix the data")[0]
+                raise DomainError(
+                    f"{msg}; points must lie in the declared domain: fix the data or the domain, "
+                    f"or pass clip=True (fugu kmeans --clip) to clip them to its box (recorded "
+                    f"in the guarantee)"
+                ) from None
+        return np.stack(cols, axis=1)
 
 
 @dataclass(frozen=True)
