@@ -6,9 +6,29 @@ Policies", SIGMOD 2014 (arXiv 1312.3913; seeds ``000_…``, ``001_…``).
 
 from .constraints import Constraint, CountConstraint, MarginalConstraint
 from .policy import BOTTOM, Policy, parse_policy
+from .sensitivity import (
+    Coarsening,
+    CumulativeHistogram,
+    HistogramQuery,
+    SensitivityResult,
+    SumQuery,
+    brute_force_sensitivity,
+    constrained_histogram_sensitivity,
+    policy_graph,
+    sensitivity,
+)
 
 __all__ = [
     "BOTTOM",
+    "Coarsening",
+    "CumulativeHistogram",
+    "HistogramQuery",
+    "SensitivityResult",
+    "SumQuery",
+    "brute_force_sensitivity",
+    "constrained_histogram_sensitivity",
+    "policy_graph",
+    "sensitivity",
     "Constraint",
     "CountConstraint",
     "MarginalConstraint",
