@@ -36,11 +36,13 @@ OLH's hash (portable, fixed by this module — a client in another language must
 * Each user draws a uniformly random 32-bit ``seed`` (public; sent in the report).
 * The value is the cell index ``v`` (0 ≤ v < c, C-order flat index over the domain) encoded as
   4 bytes little-endian, hashed with **XXH32** (xxHash, 32-bit) with that seed:
-  ``h = XXH32(v.to_bytes(4, "little"), seed)``.
+  ``h = XXH32(v.to_bytes(4, "little"), seed)``. Only when the oracle's domain has more than
+  2^32 values (HIO's finest layers over many attributes) is ``v`` encoded as 8 bytes.
 * The bucket is ``y = (h * g) >> 32`` (Lemire's multiply-shift "fastrange", never ``h % g``).
 
 In Python: ``(xxhash.xxh32_intdigest(v.to_bytes(4, "little"), seed=seed) * g) >> 32``. The
-report is ``{"seed": seed, "y": y'}`` where ``y'`` is ``y`` kept with probability ``p*``, else one of
+report is ``{"seed": seed, "y": y'}`` where ``y'`` is ``y`` kept with probability ``p*``, else
+one of
 the other ``g − 1`` buckets uniformly. fugu implements XXH32 for 4-byte inputs in numpy
 (:func:`xxh32_u32`, no dependency) and, when numba is installed (``pip install fugu[fast]``), a
 compiled support-counting kernel that returns bit-identical counts.
@@ -91,6 +93,7 @@ __all__ = [
     "support_probabilities",
     "oracle_variance",
     "xxh32_u32",
+    "xxh32_u64",
     "olh_hash",
     "grr_perturb",
     "olh_perturb",
@@ -134,9 +137,27 @@ def xxh32_u32(values: ArrayLike, seeds: ArrayLike) -> NDArray[np.uint32]:
         return _avalanche(np.asarray(h, dtype=_U32))
 
 
-def olh_hash(values: ArrayLike, seeds: ArrayLike, g: int) -> NDArray[np.int64]:
-    """OLH bucket ``(XXH32(v, seed) * g) >> 32`` in ``[0, g)``."""
-    h = xxh32_u32(values, seeds).astype(np.uint64)
+def xxh32_u64(values: ArrayLike, seeds: ArrayLike) -> NDArray[np.uint32]:
+    """XXH32 of ``v.to_bytes(8, "little")`` with ``seed`` (oracle domains above 2^32 values).
+
+    >>> import xxhash
+    >>> v = 2**36 - 1
+    >>> int(xxh32_u64(v, 77)) == xxhash.xxh32_intdigest(v.to_bytes(8, "little"), seed=77)
+    True
+    """
+    v = np.asarray(values, dtype=np.int64).astype(np.uint64)
+    s = np.asarray(seeds, dtype=np.int64).astype(_U32)
+    with np.errstate(over="ignore"):
+        h = s + _U32((P5 + 8) & 0xFFFFFFFF)
+        for lane in ((v & np.uint64(0xFFFFFFFF)).astype(_U32), (v >> np.uint64(32)).astype(_U32)):
+            h = h + lane * _U32(P3)
+            h = ((h << _U32(17)) | (h >> _U32(15))) * _U32(P4)
+        return _avalanche(np.asarray(h, dtype=_U32))
+
+
+def olh_hash(values: ArrayLike, seeds: ArrayLike, g: int, wide: bool = False) -> NDArray[np.int64]:
+    """OLH bucket ``(XXH32(v, seed) * g) >> 32`` in ``[0, g)`` (``wide``: 8-byte input)."""
+    h = (xxh32_u64 if wide else xxh32_u32)(values, seeds).astype(np.uint64)
     return ((h * np.uint64(g)) >> np.uint64(32)).astype(np.int64)
 
 
@@ -153,7 +174,9 @@ def olh_g(epsilon: float) -> int:
     return best
 
 
-def support_probabilities(oracle: str, epsilon: float, c: int, g: int | None = None) -> tuple[float, float]:
+def support_probabilities(
+    oracle: str, epsilon: float, c: int, g: int | None = None
+) -> tuple[float, float]:
     """``(p*, q*)`` of an oracle over ``c`` values (see the module docstring)."""
     e = math.exp(epsilon)
     if oracle == "grr":
@@ -203,13 +226,13 @@ def grr_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) ->
 
 
 def olh_perturb(
-    values: ArrayLike, g: int, epsilon: float, rng: RandomSource
+    values: ArrayLike, g: int, epsilon: float, rng: RandomSource, wide: bool = False
 ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
     """OLH: a fresh 32-bit seed per user, ``y = H_seed(v)`` kept w.p. e^ε/(e^ε+g−1), else
     another bucket uniformly. Returns ``(seeds, y)``."""
     v = np.asarray(values, dtype=np.int64).reshape(-1)
     seeds = rng.bits32(v.size).copy()
-    h = olh_hash(v, seeds, g)
+    h = olh_hash(v, seeds, g, wide)
     p = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
     keep = rng.bernoulli(p, size=v.size)
     return seeds, np.where(keep, h, _other_uniform(h, g, rng))
@@ -305,12 +328,15 @@ def olh_support(
     *,
     values: ArrayLike | None = None,
     backend: str = "auto",
+    wide: bool = False,
 ) -> NDArray[np.int64]:
     """Support counts of OLH reports: ``S(v) = #{i : H_{seed_i}(v) = y_i}`` for every ``v`` in
     ``values`` (default ``0 … c−1``).
 
     ``backend``: ``"numpy"`` (always available), ``"numba"`` (compiled, parallel; needs numba) or
     ``"auto"`` (numba when importable and the job is large). Both give identical counts.
+    ``wide``: the oracle's domain exceeds 2^32 values and values are hashed as 8 bytes (numpy
+    only).
     """
     s = np.ascontiguousarray(np.asarray(seeds, dtype=np.int64).astype(_U32))
     yy = np.ascontiguousarray(np.asarray(y, dtype=np.int64))
@@ -322,19 +348,24 @@ def olh_support(
         vals = np.ascontiguousarray(np.asarray(values, dtype=np.int64).reshape(-1))
     if backend not in ("auto", "numpy", "numba"):
         raise InvalidParameterError(f"backend must be 'auto', 'numpy' or 'numba', got {backend!r}")
+    if wide:
+        out = np.zeros(vals.size, dtype=np.int64)
+        step = max(1, (1 << 22) // max(vals.size, 1))
+        for lo in range(0, s.size, step):
+            h = olh_hash(vals[None, :], s[lo : lo + step, None], g, wide=True)
+            out += np.count_nonzero(h == yy[lo : lo + step, None], axis=0)
+        return out
     if backend == "numba" or (backend == "auto" and s.size * vals.size >= 1 << 22):
         from . import _fast
 
         kernel = _fast.olh_kernel(required=backend == "numba")
         if kernel is not None:
-            lo, width = _bucket_bounds(yy, g)
-            return kernel(s, lo, width, vals)
+            lo_y, width_y = _bucket_bounds(yy, g)
+            return kernel(s, lo_y, width_y, vals)
     return _olh_support_numpy(s, yy, vals, g)
 
 
-def estimate_counts(
-    support: ArrayLike, n: ArrayLike, p: float, q: float
-) -> NDArray[np.float64]:
+def estimate_counts(support: ArrayLike, n: ArrayLike, p: float, q: float) -> NDArray[np.float64]:
     """Unbiased counts ``(S − n q*) / (p* − q*)`` from support counts of ``n`` reports."""
     return (np.asarray(support, np.float64) - np.asarray(n, np.float64) * q) / (p - q)
 
@@ -396,8 +427,15 @@ class FrequencyRelease(CubeRelease):
         meta: Mapping[str, Any],
     ) -> Release:
         assert domain is not None
-        return cls(domain, guarantee, arrays["estimate"], oracle=meta["oracle"],
-                   n_reports=meta["n_reports"], p=meta["p"], q=meta["q"])
+        return cls(
+            domain,
+            guarantee,
+            arrays["estimate"],
+            oracle=meta["oracle"],
+            n_reports=meta["n_reports"],
+            p=meta["p"],
+            q=meta["q"],
+        )
 
 
 # -- the protocols -----------------------------------------------------------------------------
@@ -419,7 +457,9 @@ class _FrequencyOracle(LDPProtocol):
 
     def variance(self, n: ArrayLike, count: ArrayLike = 0.0) -> NDArray[np.float64]:
         """Exact variance of one cell's count estimate from ``n`` reports (see module doc)."""
-        return oracle_variance(self.oracle, self.epsilon, self.c, n, count, getattr(self, "g", None))
+        return oracle_variance(
+            self.oracle, self.epsilon, self.c, n, count, getattr(self, "g", None)
+        )
 
     def _flat(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         return self.domain.flatten(codes)
@@ -452,7 +492,9 @@ class GRR(_FrequencyOracle):
     def report_columns(self) -> dict[str, ColumnSpec]:
         return {"y": "int"}
 
-    def _perturb(self, codes: NDArray[np.int64], rng: RandomSource, groups: Any) -> dict[str, np.ndarray]:
+    def _perturb(
+        self, codes: NDArray[np.int64], rng: RandomSource, groups: Any
+    ) -> dict[str, np.ndarray]:
         return {"y": grr_perturb(self._flat(codes), self.c, self.epsilon, rng)}
 
     def _validate(self, columns: Mapping[str, np.ndarray]) -> NDArray[np.bool_]:
@@ -488,7 +530,9 @@ class OLH(_FrequencyOracle):
     def report_columns(self) -> dict[str, ColumnSpec]:
         return {"seed": "uint32", "y": "int"}
 
-    def _perturb(self, codes: NDArray[np.int64], rng: RandomSource, groups: Any) -> dict[str, np.ndarray]:
+    def _perturb(
+        self, codes: NDArray[np.int64], rng: RandomSource, groups: Any
+    ) -> dict[str, np.ndarray]:
         seeds, y = olh_perturb(self._flat(codes), self.g, self.epsilon, rng)
         return {"seed": seeds, "y": y}
 
@@ -520,7 +564,9 @@ class OUE(_FrequencyOracle):
     def report_columns(self) -> dict[str, ColumnSpec]:
         return {"bits": ("bytes", (self.c + 7) // 8)}
 
-    def _perturb(self, codes: NDArray[np.int64], rng: RandomSource, groups: Any) -> dict[str, np.ndarray]:
+    def _perturb(
+        self, codes: NDArray[np.int64], rng: RandomSource, groups: Any
+    ) -> dict[str, np.ndarray]:
         return {"bits": oue_perturb(self._flat(codes), self.c, self.epsilon, rng)}
 
     def _validate(self, columns: Mapping[str, np.ndarray]) -> NDArray[np.bool_]:
@@ -620,10 +666,12 @@ class GroupedOracle:
             shift = rng.below(np.maximum(k - 1, 1).astype(np.uint64)).astype(np.int64) + 1
             v = values[sel]
             y[sel] = np.where(keep | (k == 1), v, (v + shift) % k)
-        sel = np.flatnonzero(~is_grr)
-        if sel.size:
-            s, yy = olh_perturb(values[sel], self.g, self.epsilon, rng)
-            seed[sel], y[sel] = s, yy
+        wide = self.cells[groups] > 2**32 if n else np.zeros(0, bool)
+        for w in (False, True):
+            sel = np.flatnonzero(~is_grr & (wide == w))
+            if sel.size:
+                s, yy = olh_perturb(values[sel], self.g, self.epsilon, rng, wide=w)
+                seed[sel], y[sel] = s, yy
         return {"group": groups, "seed": seed, "y": y}
 
     def validate(self, columns: Mapping[str, np.ndarray]) -> NDArray[np.bool_]:
@@ -641,7 +689,9 @@ class GroupedOracle:
                 ok[lo : lo + (1 << 16)] &= ~(u.astype(bool) & beyond).any(axis=1)
             return ok
         y = columns["y"]
-        bound = np.where(np.array([k == "grr" for k in self.kinds], bool)[gi], self.cells[gi], self.g)
+        bound = np.where(
+            np.array([k == "grr" for k in self.kinds], bool)[gi], self.cells[gi], self.g
+        )
         return ok & (y >= 0) & (y < bound)
 
     def support(
@@ -667,8 +717,9 @@ class GroupedOracle:
             elif kind == "grr":
                 out[sl] = grr_support(columns["y"][rows], k)
             else:
-                out[sl] = olh_support(columns["seed"][rows], columns["y"][rows], k, self.g,
-                                      backend=self.backend)
+                out[sl] = olh_support(
+                    columns["seed"][rows], columns["y"][rows], k, self.g, backend=self.backend
+                )
         return {"support": out, "n_group": n_group}
 
     def probabilities(self, j: int) -> tuple[float, float]:
@@ -685,5 +736,6 @@ class GroupedOracle:
 
     def cell_variance(self, j: int, n_group: float) -> float:
         """Leading-term variance of one count estimate of group ``j`` (its own users)."""
-        return float(oracle_variance(self.kinds[j], self.epsilon, int(self.cells[j]), n_group,
-                                     0.0, self.g))
+        return float(
+            oracle_variance(self.kinds[j], self.epsilon, int(self.cells[j]), n_group, 0.0, self.g)
+        )

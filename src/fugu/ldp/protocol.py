@@ -567,7 +567,9 @@ class LDPProtocol:
             )
         return self.domain.encode_columns(records)
 
-    def guarantee(self, *, private: bool, n: int, post_processing: tuple[str, ...] = ()) -> Guarantee:
+    def guarantee(
+        self, *, private: bool, n: int, post_processing: tuple[str, ...] = ()
+    ) -> Guarantee:
         g = make_guarantee(
             model="ldp",
             epsilon=self.epsilon,
@@ -583,7 +585,8 @@ class LDPProtocol:
 
     def __repr__(self) -> str:
         extra = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
-        return f"{type(self).__name__}({self.domain!r}, epsilon={self.epsilon:g}{', ' if extra else ''}{extra})"
+        sep = ", " if extra else ""
+        return f"{type(self).__name__}({self.domain!r}, epsilon={self.epsilon:g}{sep}{extra})"
 
 
 # -- client --------------------------------------------------------------------------------------
@@ -613,9 +616,11 @@ class Client:
                     raise InvalidParameterError(
                         f"groups must be {n} integers in [0, {p.n_groups}), one per record"
                     )
-        cols = p._perturb(codes, self.rng, g) if n else {
-            k: _empty_column(s) for k, s in p.report_columns().items()
-        }
+        cols = (
+            p._perturb(codes, self.rng, g)
+            if n
+            else {k: _empty_column(s) for k, s in p.report_columns().items()}
+        )
         specs = p.report_columns()
         cols = {k: _coerce_column(k, specs[k], cols[k]) for k in specs}
         return Reports(p.name, p.version, p.params(), cols, n, private=self.rng.private)
@@ -627,7 +632,7 @@ class Client:
         (public randomness, independent of the record).
         """
         p = self.protocol
-        codes = p.domain.encode_columns({k: [record[k]] for k in p.domain.names})
+        codes = p.encode({k: [record[k]] for k in p.domain.names})
         g = None
         if p.n_groups > 0:
             if group is None:
@@ -684,8 +689,11 @@ class Aggregator:
         theirs = json.loads(json.dumps(reports.params))
         if mine != theirs:
             diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-            detail = ", ".join(f"{k}: reports {theirs.get(k)!r} vs aggregator {mine.get(k)!r}"
-                               for k in diff if k != "domain")
+            detail = ", ".join(
+                f"{k}: reports {theirs.get(k)!r} vs aggregator {mine.get(k)!r}"
+                for k in diff
+                if k != "domain"
+            )
             if "domain" in diff:
                 detail = (detail + ", " if detail else "") + "domain differs"
             raise ReportError(
