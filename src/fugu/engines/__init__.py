@@ -1,22 +1,51 @@
 """Counting engines: partition → partial counts → sum.
 
-The only work that grows with the number of records is counting. It goes through one interface:
-an engine turns records into per-partition partial count vectors over a known number of bins and
-sums them. Mechanisms never see which engine produced their counts.
+The only work that grows with the number of records is counting. It goes through one interface
+(:mod:`fugu.engines.partials`): an engine splits the records into partitions, runs a vectorised
+*partial* function on each (``np.bincount`` of flat keys, LDP support counts, k-means sums) and
+sums the partial results. Mechanisms never see which engine produced their counts.
 
-* ``numpy`` (default): ``np.bincount`` on flattened cell indices, in chunks.
-* ``duckdb``: CSV / Parquet / SQL input, grouped by the domain's columns inside DuckDB
-  (out-of-core), then encoded and summed here.
-* ``spark``: see :mod:`fugu.engines.spark` (optional extra ``fugu[spark]``).
+* ``numpy`` (default): batches of in-memory tables, Parquet row groups, streamed CSV blocks.
+* ``duckdb``: CSV / Parquet / SQL / in-memory input; histograms grouped inside DuckDB (out of
+  core), other partials on streamed Arrow batches.
+* ``spark`` (``pip install fugu[spark]``): see :mod:`fugu.engines.spark`; per-partition partials
+  with ``mapInArrow`` summed on the driver, or the JVM's own ``groupBy`` for histograms.
+
+>>> import numpy as np
+>>> from fugu.engines import partial_counts
+>>> partial_counts({"x": np.array([1, 1, 2])}, lambda b: b["x"], 4, columns=["x"]).tolist()
+[0, 2, 1, 0]
 """
 
 from __future__ import annotations
 
 from .numpy_engine import bincount_chunked, columns_of, sum_partials
+from .partials import (
+    ENGINES,
+    CountKey,
+    DomainKey,
+    Partial,
+    add_partials,
+    iter_source_batches,
+    partial_counts,
+    partial_sums,
+)
 
-ENGINES = ("numpy", "duckdb", "spark")
-
-__all__ = ["ENGINES", "bincount_chunked", "columns_of", "sum_partials", "check_engine"]
+__all__ = [
+    "ENGINES",
+    "CountKey",
+    "DomainKey",
+    "Partial",
+    "add_partials",
+    "bincount_chunked",
+    "check_engine",
+    "columns_of",
+    "histogram_counts",
+    "iter_source_batches",
+    "partial_counts",
+    "partial_sums",
+    "sum_partials",
+]
 
 
 def check_engine(engine: str) -> str:
@@ -25,3 +54,27 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     return engine
+
+
+def histogram_counts(data, domain, *, out_of_domain="error", engine="numpy", sql=None, **options):  # type: ignore[no-untyped-def]
+    """Flat histogram counts of ``data`` over ``domain`` with the chosen engine.
+
+    The same numbers from every engine; ``data`` as in :func:`partial_counts` (a table, a path, an
+    iterable of tables, a Spark DataFrame, or None with ``sql``).
+    """
+    import numpy as np
+
+    check_engine(engine)
+    domain.check_dense("a histogram")
+    if engine == "spark" or type(data).__module__.startswith("pyspark"):
+        from . import spark as spark_engine
+
+        if data is None or isinstance(data, str) or hasattr(data, "__fspath__"):
+            return spark_engine.histogram_from_file(data, domain, out_of_domain=out_of_domain, sql=sql, **options)
+        return spark_engine.histogram(data, domain, out_of_domain=out_of_domain, **options)
+    if engine == "duckdb" or sql is not None:
+        from .duckdb_engine import histogram
+
+        return histogram(data, domain, out_of_domain=out_of_domain, sql=sql, **options)
+    out = partial_counts(data, DomainKey(domain, out_of_domain), domain.size, **options)
+    return np.asarray(out, dtype=np.int64)

@@ -1,20 +1,30 @@
-"""The DuckDB engine: CSV / Parquet / SQL input counted out of core.
+"""The DuckDB engine: CSV / Parquet / SQL / in-memory input, counted out of core.
 
-DuckDB groups the rows by the domain's columns (``GROUP BY ALL`` — in C++, spilling to disk when
-needed); fugu then encodes the distinct value combinations with the domain and adds their counts
-with ``np.bincount(..., weights=counts)``. Out-of-domain values are found on the distinct values,
-so the error still counts the affected rows exactly.
+Histograms: DuckDB groups the rows by the domain's columns (``GROUP BY ALL`` — in C++, spilling
+to disk when needed; binned attributes grouped by their bin, see :mod:`fugu.engines.grouped`);
+fugu then encodes the distinct value combinations with the domain and adds their counts.
+Out-of-domain values are found on the distinct values and reported with the number of rows
+affected.
+
+Other partial sums (:func:`fugu.engines.partial_sums`): DuckDB reads the input (projection and
+the query's filter pushed down into the Parquet / CSV scan) and streams Arrow batches of
+``batch_rows`` rows to the partial function, so memory stays bounded by one batch.
+
+A ``WHERE`` in ``sql=`` is a *public* filter: which rows are counted must not itself be secret; it
+is recorded in the release.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from ..errors import DomainError, InvalidParameterError
+from ..errors import DomainError, EmptyDataError, InvalidParameterError, InvalidTypeError
+from .numpy_engine import CHUNK_ROWS, columns_of
 
 
 def _quote(name: str) -> str:
@@ -41,36 +51,151 @@ def source_sql(path: str | Path | None, sql: str | None) -> str:
     )
 
 
-def grouped_counts(
-    names: Sequence[str], path: str | Path | None = None, sql: str | None = None, threads: int | None = None
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Distinct combinations of ``names`` and their row counts, computed inside DuckDB."""
-    import duckdb
+class _Connection:
+    """A DuckDB connection with the input registered; closes itself."""
 
-    con = duckdb.connect()
-    try:
+    def __init__(self, data: Any, sql: str | None, threads: int | None, progress: bool) -> None:
+        import duckdb
+
+        self.con = duckdb.connect()
         if threads:
-            con.execute(f"SET threads={int(threads)}")
-        src = source_sql(path, sql)
+            self.con.execute(f"SET threads={int(threads)}")
+        if progress:
+            self.con.execute("SET enable_progress_bar=true")
+        if sql is not None or data is None or isinstance(data, str | Path):
+            self.src = source_sql(data, sql)
+        else:
+            self.con.register("__fugu_input", _as_arrow(data))
+            self.src = "__fugu_input"
+
+    def columns(self) -> list[str]:
+        import duckdb
+
         try:
-            cols = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()]
-        except duckdb.Error as exc:  # pragma: no cover - message depends on DuckDB version
+            return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {self.src}").fetchall()]
+        except duckdb.Error as exc:
             raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None
+
+    def check(self, names: Sequence[str]) -> None:
+        cols = self.columns()
         missing = [n for n in names if n not in cols]
         if missing:
             raise DomainError(
                 f"the input lacks the column(s) {missing}; it has {cols[:20]}. Rename the columns "
                 f"or change the domain"
             )
-        sel = ", ".join(_quote(n) for n in names)
-        rel = con.sql(f"SELECT {sel}, count(*) AS __n FROM {src} GROUP BY ALL")
-        # DuckDB >= 1.4 names it to_arrow_table; older releases fetch_arrow_table.
+
+    def reader(self, query: str, batch_rows: int) -> Any:
+        rel = self.con.sql(query)
+        for name in ("to_arrow_reader", "fetch_arrow_reader", "record_batch"):
+            fn = getattr(rel, name, None)
+            if fn is not None:
+                return fn(batch_rows)
+        raise InvalidParameterError("this DuckDB version cannot stream Arrow batches; upgrade duckdb")  # pragma: no cover
+
+    def table(self, query: str) -> Any:
+        rel = self.con.sql(query)
         fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
-        table: Any = fetch()
+        return fetch()
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _as_arrow(data: Any) -> Any:
+    import pyarrow as pa
+
+    mod = type(data).__module__.split(".")[0]
+    if mod in ("pyarrow", "pandas", "polars"):
+        return data
+    if isinstance(data, np.ndarray) and data.dtype.names:
+        return pa.table({n: data[n] for n in data.dtype.names})
+    if hasattr(data, "items"):
+        return pa.table({str(k): np.asarray(v) for k, v in data.items()})
+    raise InvalidTypeError(
+        f"the duckdb engine reads a CSV/Parquet path, sql=..., or an in-memory table (mapping, "
+        f"pandas/Polars DataFrame, Arrow); got {type(data).__name__}"
+    )
+
+
+def iter_batches(
+    data: Any,
+    names: Sequence[str],
+    *,
+    sql: str | None = None,
+    batch_rows: int = CHUNK_ROWS,
+    threads: int | None = None,
+    progress: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Stream the named columns of the input as batches (dicts of columns)."""
+    con = _Connection(data, sql, threads, progress)
+    try:
+        con.check(names)
+        sel = ", ".join(_quote(n) for n in names)
+        for batch in con.reader(f"SELECT {sel} FROM {con.src}", batch_rows):
+            if batch.num_rows:
+                yield dict(columns_of(batch, list(names)))
     finally:
         con.close()
-    out = {}
+
+
+def grouped_batches(
+    data: Any,
+    names: Sequence[str],
+    *,
+    sql: str | None = None,
+    threads: int | None = None,
+    progress: bool = False,
+    exprs: Sequence[str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """One batch of the distinct combinations of ``names`` with their row counts in ``__n``."""
+    con = _Connection(data, sql, threads, progress)
+    try:
+        con.check(names)
+        groups = exprs or [_quote(n) for n in names]
+        sel = ", ".join(f"{e} AS {_quote(n)}" for e, n in zip(groups, names, strict=True))
+        table = con.table(f"SELECT {sel}, count(*) AS __n FROM {con.src} GROUP BY ALL")
+    finally:
+        con.close()
+    if table.num_rows == 0:
+        return
+    out: dict[str, Any] = {}
     for n in names:
         col = table.column(n)
-        out[n] = np.asarray(col.to_pylist(), dtype=object) if col.null_count else np.asarray(col.to_numpy(zero_copy_only=False))
-    return out, np.asarray(table.column("__n").to_numpy(), dtype=np.int64)
+        out[n] = (
+            np.asarray(col.to_pylist(), dtype=object)
+            if col.null_count
+            else np.asarray(col.to_numpy(zero_copy_only=False))
+        )
+    out["__n"] = np.asarray(table.column("__n").to_numpy(), dtype=np.int64)
+    yield out
+
+
+def grouped_counts(
+    names: Sequence[str], path: str | Path | None = None, sql: str | None = None, threads: int | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Distinct combinations of ``names`` and their row counts, computed inside DuckDB."""
+    for batch in grouped_batches(path, names, sql=sql, threads=threads):
+        n = batch.pop("__n")
+        return batch, n
+    return {k: np.zeros(0) for k in names}, np.zeros(0, dtype=np.int64)
+
+
+def histogram(
+    data: Any,
+    domain: Any,
+    *,
+    out_of_domain: str = "error",
+    sql: str | None = None,
+    threads: int | None = None,
+    progress: bool = False,
+) -> NDArray[np.int64]:
+    """Flat histogram counts of a file, a query or an in-memory table, grouped inside DuckDB."""
+    from .grouped import canonical_sql, encode_grouped
+
+    names = list(domain.names)
+    exprs = [canonical_sql(a, _quote) for a in domain.attributes]
+    for batch in grouped_batches(data, names, sql=sql, threads=threads, progress=progress, exprs=exprs):
+        n = batch.pop("__n")
+        return encode_grouped(domain, batch, n, out_of_domain)
+    raise EmptyDataError(f"{data if isinstance(data, str | Path) else 'the input'} has no rows; there is nothing to count")

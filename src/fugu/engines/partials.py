@@ -1,0 +1,448 @@
+"""The engine interface: partition → partial result → sum.
+
+Two functions are the whole contract. Mechanisms (histograms, LDP aggregation, k-means) call them
+with ``engine=`` and never learn which engine ran:
+
+:func:`partial_counts` ``(data, key, size, columns=..., weights=None, engine=...)``
+    ``key`` maps one batch of records (a mapping of column name → array) to flat int64 keys in
+    ``[0, size)``, one per row. The engine runs it on every partition, ``np.bincount`` s the keys
+    (optionally weighted by one or more columns) and sums the partial vectors.
+:func:`partial_sums` ``(data, partial, columns=..., engine=...)``
+    The general form: ``partial`` maps one batch to an array, or a dict of arrays, whose shapes do
+    not depend on the batch (support counts of LDP reports, per-cluster sums of k-means). The
+    engine sums the partial results element-wise. Use this when a row contributes to many bins
+    (OLH support, OUE bit counts) or when several arrays come back at once.
+
+Both functions must be *pure and row-decomposable*: the result over the union of two disjoint
+batches is the sum of the results over each. That is what lets an engine split the data however
+it likes (row groups, Arrow batches, Spark partitions) and still return the same numbers. With
+integer keys and integer weights every engine returns **identical** arrays; float weights are
+identical when every partial sum is exactly representable (for example coordinates on a grid of
+multiples of a power of two, with sums below 2**53 times that power) and otherwise agree up to
+floating-point rounding.
+
+Data accepted (``data``):
+
+* an in-memory table: mapping of name → array, numpy structured array, pandas / Polars DataFrame,
+  pyarrow Table or RecordBatch;
+* a path to a CSV or Parquet file (``str`` or :class:`pathlib.Path`);
+* ``None`` with ``sql="SELECT ..."`` (DuckDB engine): the result of a query;
+* an iterable of batches (each one of the in-memory forms above), e.g. a stream of report files;
+* a Spark DataFrame (``engine="spark"``).
+
+A batch handed to ``key`` / ``partial`` is a ``dict`` of the requested columns: numeric columns
+as numpy arrays, string columns as numpy object arrays or Arrow arrays (both accepted by
+:meth:`fugu.Domain.encode`). Functions must be picklable (module-level functions, dataclasses,
+``functools.partial``; closures work with Spark's cloudpickle) to run on Spark executors.
+
+Examples
+--------
+>>> import numpy as np
+>>> from fugu.engines import partial_counts, partial_sums
+>>> data = {"a": np.array([0, 1, 1, 3]), "b": np.array([1, 0, 1, 1])}
+>>> def cell(batch):
+...     return batch["a"] * 2 + batch["b"]
+>>> partial_counts(data, cell, 8, columns=["a", "b"]).tolist()
+[0, 1, 1, 1, 0, 0, 0, 1]
+>>> partial_counts(data, cell, 8, columns=["a", "b"], engine="duckdb").tolist()
+[0, 1, 1, 1, 0, 0, 0, 1]
+>>> def stats(batch):
+...     return {"n": np.array([len(batch["a"])]), "sum_a": np.array([batch["a"].sum()])}
+>>> {k: v.tolist() for k, v in partial_sums(data, stats, columns=["a"]).items()}
+{'n': [4], 'sum_a': [5]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import DomainError, EmptyDataError, FuguError, InvalidParameterError, InvalidTypeError
+from .numpy_engine import CHUNK_ROWS, columns_of
+
+Partial = Union[np.ndarray, dict[str, np.ndarray]]
+Batch = Mapping[str, Any]
+
+ENGINES = ("numpy", "duckdb", "spark")
+
+__all__ = [
+    "CountKey",
+    "DomainKey",
+    "Partial",
+    "add_partials",
+    "iter_source_batches",
+    "partial_counts",
+    "partial_sums",
+]
+
+
+# -- combining partial results ----------------------------------------------------------------
+def add_partials(a: Partial | None, b: Partial | None) -> Partial | None:
+    """Element-wise sum of two partial results (arrays or dicts of arrays); None is the identity.
+
+    >>> add_partials({"x": np.array([1, 2])}, {"x": np.array([3, 4])})["x"].tolist()
+    [4, 6]
+    """
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, dict) != isinstance(b, dict):
+        raise InvalidTypeError("partial results must all be arrays or all be dicts of arrays")
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        if set(a) != set(b):
+            raise InvalidParameterError(
+                f"partial results have different keys {sorted(a)} and {sorted(b)}; the partial "
+                f"function must return the same keys for every batch"
+            )
+        return {k: _add(a[k], b[k], k) for k in a}
+    return _add(a, b, "result")
+
+
+def _add(x: np.ndarray, y: np.ndarray, what: str) -> np.ndarray:
+    x, y = np.asarray(x), np.asarray(y)
+    if x.shape != y.shape:
+        raise InvalidParameterError(
+            f"partial {what} has shape {x.shape} in one batch and {y.shape} in another; the "
+            f"partial function must return shapes that do not depend on the batch"
+        )
+    return x + y
+
+
+def _as_partial(p: Any) -> Partial:
+    if isinstance(p, Mapping):
+        return {str(k): np.asarray(v) for k, v in p.items()}
+    return np.asarray(p)
+
+
+# -- keys ---------------------------------------------------------------------------------------
+CountKey = Callable[[Batch], NDArray[np.int64]]
+
+
+@dataclass(frozen=True)
+class DomainKey:
+    """The key function of a histogram: a batch → flat cell indices of ``domain``.
+
+    Rows that the ``out_of_domain="drop"`` policy removes are left out; other policies behave as
+    in :meth:`fugu.Domain.encode`. Picklable, so Spark executors can run it.
+
+    >>> import fugu
+    >>> key = DomainKey(fugu.Domain([fugu.Ordinal("a", 0, 3)]))
+    >>> key({"a": np.array([3, 0])}).tolist()
+    [3, 0]
+    """
+
+    domain: Any
+    out_of_domain: str = "error"
+
+    def __call__(self, batch: Batch) -> NDArray[np.int64]:
+        return self.domain.encode(batch, self.out_of_domain)
+
+    @property
+    def size(self) -> int:
+        return int(self.domain.size)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.domain.names)
+
+
+@dataclass(frozen=True)
+class _CountPartial:
+    """Turns a key function into a partial: ``np.bincount`` of its keys, optionally weighted."""
+
+    key: Any
+    size: int
+    weights: tuple[str, ...] | None = None
+    count_column: str | None = None  # pre-grouped input: rows carry a multiplicity
+    single: bool = False  # one weight column given as a string: return (size,) not (size, 1)
+
+    def __call__(self, batch: Batch) -> np.ndarray:
+        keys = np.asarray(self.key(batch))
+        if keys.ndim != 1:
+            keys = keys.reshape(-1)
+        if keys.dtype.kind not in "iu":
+            raise InvalidTypeError(f"the key function must return integers, got dtype {keys.dtype}")
+        mult = None
+        if self.count_column is not None:
+            mult = np.asarray(batch[self.count_column], dtype=np.int64)
+            if mult.shape != keys.shape:
+                raise InvalidParameterError(
+                    "the key function must return one key per row (it dropped or added rows); "
+                    "drop rows by giving them no key only with engine='numpy'"
+                )
+        if keys.size:
+            lo, hi = int(keys.min()), int(keys.max())
+            if lo < 0 or hi >= self.size:
+                bad = lo if lo < 0 else hi
+                raise DomainError(f"the key function returned {bad}, outside [0, {self.size})")
+        if self.weights is None:
+            if mult is None:
+                return np.bincount(keys, minlength=self.size).astype(np.int64, copy=False)
+            return _int_bincount(keys, mult, self.size)
+        cols = []
+        for w in self.weights:
+            wv = _numeric(batch[w], w)
+            if mult is not None:
+                wv = wv * mult
+            if wv.dtype.kind in "iub":
+                cols.append(_int_bincount(keys, wv.astype(np.int64), self.size))
+            else:
+                cols.append(np.bincount(keys, weights=wv, minlength=self.size))
+        out = np.stack(cols, axis=1)
+        return out[:, 0] if self.single else out
+
+
+def _int_bincount(keys: np.ndarray, weights: np.ndarray, size: int) -> NDArray[np.int64]:
+    """Exact integer-weighted bincount (np.bincount converts weights to float64)."""
+    if keys.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    if np.abs(weights).max(initial=0) * max(keys.size, 1) < 2**52:
+        return np.rint(np.bincount(keys, weights=weights, minlength=size)).astype(np.int64)
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, keys, weights)
+    return out
+
+
+def _numeric(values: Any, name: str) -> np.ndarray:
+    arr = np.asarray(values.to_numpy(zero_copy_only=False) if hasattr(values, "to_numpy") and
+                     type(values).__module__.startswith("pyarrow") else values)
+    if arr.dtype.kind not in "iufb":
+        raise InvalidTypeError(f"weight column {name!r} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+        raise DomainError(f"weight column {name!r} holds NaN or infinite values")
+    return arr
+
+
+# -- sources ------------------------------------------------------------------------------------
+def _is_spark(data: Any) -> bool:
+    return type(data).__module__.startswith("pyspark")
+
+
+def _is_path(data: Any) -> bool:
+    return isinstance(data, str | Path)
+
+
+def _is_table(data: Any) -> bool:
+    if isinstance(data, Mapping):
+        return True
+    if isinstance(data, np.ndarray):
+        return True
+    return type(data).__module__.split(".")[0] in ("pandas", "polars", "pyarrow")
+
+
+def _num_rows(cols: Mapping[str, Any]) -> int:
+    lengths = {len(v) for v in cols.values()}
+    if len(lengths) > 1:
+        raise DomainError(f"columns have different lengths: { {k: len(v) for k, v in cols.items()} }")
+    return lengths.pop() if lengths else 0
+
+
+def _slice(cols: Mapping[str, Any], start: int, stop: int) -> dict[str, Any]:
+    return {k: v[start:stop] for k, v in cols.items()}
+
+
+def _check_columns(columns: Sequence[str], have: Iterable[str], where: str = "the input") -> None:
+    have = list(have)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise DomainError(
+            f"{where} lacks the column(s) {missing}; it has {have[:20]}. Rename the columns or "
+            f"change the domain / key"
+        )
+
+
+def iter_source_batches(
+    data: Any, columns: Sequence[str], *, batch_rows: int = CHUNK_ROWS
+) -> Iterator[dict[str, Any]]:
+    """Batches (dicts of the named columns) of an in-memory table, a file or an iterable of tables.
+
+    This is the numpy engine's reader: Parquet row group by row group, CSV in streamed blocks,
+    in-memory tables in slices of ``batch_rows`` rows, so memory stays bounded by one batch.
+    """
+    cols = list(columns)
+    if _is_path(data):
+        from .file_numpy import iter_batches
+
+        for batch in iter_batches(data, cols, batch_rows):
+            if batch.num_rows:
+                yield dict(columns_of(batch, cols))
+        return
+    if _is_table(data):
+        table = columns_of(data, cols)
+        _check_columns(cols, table)
+        n = _num_rows(table)
+        for start in range(0, n, batch_rows):
+            yield _slice(table, start, start + batch_rows)
+        return
+    if _is_spark(data):
+        raise InvalidTypeError("a Spark DataFrame is counted by the spark engine; pass engine='spark'")
+    if isinstance(data, Iterable):
+        for item in data:
+            try:
+                yield from iter_source_batches(item, cols, batch_rows=batch_rows)
+            except EmptyDataError:
+                continue
+        return
+    raise InvalidTypeError(
+        f"data must be a table (mapping, DataFrame, Arrow), a CSV/Parquet path, an iterable of "
+        f"tables or a Spark DataFrame; got {type(data).__name__}"
+    )
+
+
+# -- the interface --------------------------------------------------------------------------------
+def partial_sums(
+    data: Any,
+    partial: Callable[[Batch], Any],
+    *,
+    columns: Sequence[str],
+    engine: str = "numpy",
+    sql: str | None = None,
+    batch_rows: int = CHUNK_ROWS,
+    **engine_options: Any,
+) -> Partial:
+    """Run ``partial`` on every partition of ``data`` and sum the results element-wise.
+
+    Parameters
+    ----------
+    data : table, path, iterable of tables, Spark DataFrame, or None with ``sql``
+    partial : callable
+        ``partial(batch) -> array | dict[str, array]``; pure and row-decomposable (see module doc).
+    columns : the columns ``partial`` reads (only these are read from files / sent to executors).
+    engine : ``"numpy"`` (default), ``"duckdb"`` or ``"spark"``.
+    sql : a DuckDB query to read instead of ``data`` (its WHERE is a *public* filter).
+    batch_rows : rows per batch on the numpy and DuckDB engines (bounds memory).
+    engine_options : ``threads`` (DuckDB); ``spark``, ``master``, ``num_partitions`` (Spark).
+
+    Raises
+    ------
+    EmptyDataError
+        when the input has no rows.
+    FuguError
+        errors raised by ``partial`` keep their class; on Spark they name the partition.
+    """
+    from . import check_engine
+
+    check_engine(engine)
+    cols = list(columns)
+    if not cols:
+        raise InvalidParameterError("columns must name at least one column the function reads")
+    if engine == "spark" or _is_spark(data):
+        from . import spark as spark_engine
+
+        return spark_engine.partial_sums(data, partial, columns=cols, sql=sql, **engine_options)
+    if engine == "duckdb" or sql is not None:
+        from .duckdb_engine import iter_batches as duck_batches
+
+        batches: Iterable[dict[str, Any]] = duck_batches(
+            data, cols, sql=sql, batch_rows=batch_rows, **engine_options
+        )
+    else:
+        if engine_options:
+            raise InvalidParameterError(
+                f"the numpy engine takes no options {sorted(engine_options)}"
+            )
+        batches = iter_source_batches(data, cols, batch_rows=batch_rows)
+    total: Partial | None = None
+    for batch in batches:
+        total = add_partials(total, _as_partial(partial(batch)))
+    if total is None:
+        raise EmptyDataError("the input has no rows; there is nothing to count")
+    return total
+
+
+def partial_counts(
+    data: Any,
+    key: Callable[[Batch], NDArray[np.int64]],
+    size: int,
+    *,
+    columns: Sequence[str] | None = None,
+    weights: str | Sequence[str] | None = None,
+    engine: str = "numpy",
+    sql: str | None = None,
+    group: bool = False,
+    batch_rows: int = CHUNK_ROWS,
+    **engine_options: Any,
+) -> np.ndarray:
+    """Counts (or weighted sums) of the keys ``key(batch)`` over ``[0, size)``, summed over partitions.
+
+    Parameters
+    ----------
+    key : callable or :class:`DomainKey`
+        Maps a batch to one int64 key in ``[0, size)`` per row (row-wise: a row's key depends
+        only on that row). A :class:`DomainKey` gives histogram cells.
+    size : number of bins.
+    columns : the columns ``key`` reads (default: ``key.columns`` when it has them).
+    weights : a column name (result shape ``(size,)``) or a list of names (``(size, len)``): sum
+        these columns per key instead of counting rows. Integer weights are summed exactly.
+    group : DuckDB only — group the rows by ``columns`` (and weights) inside DuckDB first and
+        apply ``key`` to the distinct combinations (fast when they are few, as for the columns
+        of a small domain; slow for high-cardinality columns such as OLH seeds).
+
+    Returns
+    -------
+    int64 array of counts, or weighted sums (int64 for integer weights, float64 otherwise).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> data = {"x": np.array([2, 0, 2]), "w": np.array([10, 20, 30])}
+    >>> partial_counts(data, lambda b: b["x"], 3, columns=["x"], weights="w").tolist()
+    [20, 0, 40]
+    """
+    from . import check_engine
+
+    check_engine(engine)
+    size = int(size)
+    if size < 1:
+        raise InvalidParameterError(f"size must be >= 1, got {size}")
+    if columns is None:
+        columns = getattr(key, "columns", None)
+        if columns is None:
+            raise InvalidParameterError("give columns=[...]: the columns the key function reads")
+    single = isinstance(weights, str)
+    wcols: tuple[str, ...] | None = None
+    if weights is not None:
+        wcols = (weights,) if isinstance(weights, str) else tuple(weights)
+    read = list(dict.fromkeys([*columns, *(wcols or ())]))
+    if engine == "spark" or _is_spark(data):
+        from . import spark as spark_engine
+
+        return spark_engine.partial_counts(
+            data, key, size, columns=read, weights=wcols, single=single, sql=sql, **engine_options
+        )
+    if group and (engine == "duckdb" or sql is not None):
+        from .duckdb_engine import grouped_batches
+
+        fn = _CountPartial(key, size, wcols, count_column="__n", single=single)
+        total: Partial | None = None
+        for batch in grouped_batches(data, read, sql=sql, **engine_options):
+            total = add_partials(total, fn(batch))
+        if total is None:
+            raise EmptyDataError("the input has no rows; there is nothing to count")
+        return np.asarray(total)
+    fn = _CountPartial(key, size, wcols, single=single)
+    out = partial_sums(
+        data, fn, columns=read, engine=engine, sql=sql, batch_rows=batch_rows, **engine_options
+    )
+    return np.asarray(out)
+
+
+def wrap_error(exc: BaseException, where: str) -> FuguError:
+    """A FuguError of the same kind as ``exc`` whose message says where it happened."""
+    msg = f"{where}: {exc}"
+    if isinstance(exc, FuguError):
+        err: FuguError = type(exc)(msg)
+    elif isinstance(exc, KeyError):
+        err = DomainError(f"{where}: missing column {exc}")
+    elif isinstance(exc, TypeError):
+        err = InvalidTypeError(msg)
+    else:
+        err = InvalidParameterError(f"{where}: {type(exc).__name__}: {exc}")
+    return err

@@ -1,0 +1,418 @@
+"""The Spark engine (``pip install fugu[spark]``): counting runs inside the cluster.
+
+Two ways to count, both without a Python function called per row:
+
+``method="arrow"`` — per-partition partials through ``mapInArrow``
+    Each executor receives its partition as Arrow record batches, runs the vectorised partial
+    function (``np.bincount`` of flat keys, LDP support counts, k-means sums) once per batch of up
+    to ``batch_rows`` rows, and sends back **one** small payload per partition: the summed partial
+    arrays (a few kB to a few MB, whatever the data size). The driver adds the payloads. This is
+    the path of :func:`partial_sums` and :func:`partial_counts` (any key function).
+``method="jvm"`` — histograms only: the JVM's own ``groupBy``
+    The cell coordinates are computed as Spark SQL column expressions (binned attributes by their
+    bin, see :mod:`fugu.engines.grouped`), grouped and counted in the JVM; only the distinct
+    combinations (at most one per cell) and their counts come back to the driver, where
+    :meth:`fugu.Domain.encode_columns` encodes them exactly as the numpy engine does.
+
+What leaves the executors is only the partial counts or sums (arrays sized by the domain or by the
+number of clusters, not by the data), and — when the input is bad — an error message that quotes
+a few offending values. No noise is added on executors: noise is drawn on the driver from the
+driver's secure random source, after the sums arrive.
+
+Errors found on an executor (a missing column, a wrong type, a value outside the domain) come back
+as the matching :class:`~fugu.FuguError` whose message names the Spark partition and the column.
+
+Workers run ``sys.executable`` of the driver (``PYSPARK_PYTHON`` is set to it unless already set):
+on a cluster, fugu, numpy and pyarrow must be installed in the same Python on every executor.
+
+>>> import fugu  # doctest: +SKIP
+>>> spark = fugu.engines.spark.session("local[2]")  # doctest: +SKIP
+>>> df = spark.read.parquet("people.parquet")  # doctest: +SKIP
+>>> hist = fugu.Histogram.from_records(df, dom)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import errors as _errors
+from ..errors import (
+    DomainError,
+    EmptyDataError,
+    FuguError,
+    InvalidParameterError,
+    InvalidTypeError,
+)
+from .numpy_engine import CHUNK_ROWS, columns_of
+from .partials import DomainKey, Partial, _as_partial, _CountPartial, add_partials
+
+__all__ = [
+    "METHODS",
+    "histogram",
+    "histogram_from_file",
+    "partial_counts",
+    "partial_sums",
+    "read",
+    "session",
+]
+
+#: Histogram methods; "auto" picks DEFAULT_METHOD (chosen by bench/bench_engines.py).
+METHODS = ("auto", "jvm", "arrow")
+DEFAULT_METHOD = "jvm"
+
+_RESULT_SCHEMA = "partition int, rows long, payload binary, error_kind string, error string"
+
+
+def _pyspark() -> Any:
+    try:
+        import pyspark  # noqa: F401
+        from pyspark.sql import SparkSession
+    except ImportError:  # pragma: no cover - pyspark is in the test extra
+        raise InvalidParameterError(
+            "the spark engine needs pyspark: pip install 'fugu[spark]' (and Java 17+)"
+        ) from None
+    return SparkSession
+
+
+def session(master: str | None = None, *, app_name: str = "fugu", config: dict[str, str] | None = None) -> Any:
+    """The active Spark session, or a new one on ``master`` (e.g. ``"local[2]"``, ``"spark://h:7077"``).
+
+    Sets ``PYSPARK_PYTHON`` to this interpreter (unless set) so executors run the same Python.
+    """
+    SparkSession = _pyspark()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    for k, v in (config or {}).items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _is_dataframe(data: Any) -> bool:
+    return type(data).__module__.startswith("pyspark") and hasattr(data, "mapInArrow")
+
+
+def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> Any:
+    """A Spark DataFrame of a Parquet or CSV file / directory (CSV: header row, inferred types)."""
+    spark = spark or session()
+    p = str(path)
+    fmt = format
+    if fmt is None:
+        low = p.lower().rstrip("/")
+        if ".parquet" in low or low.endswith(".pq"):
+            fmt = "parquet"
+        elif ".csv" in low or low.endswith(".tsv") or low.endswith(".txt"):
+            fmt = "csv"
+        else:
+            raise InvalidParameterError(
+                f"cannot tell the format of {p!r}: name it *.csv or *.parquet, or pass format="
+            )
+    if "://" not in p and not Path(p).exists():
+        raise InvalidParameterError(f"data file {p!r} does not exist")
+    if fmt == "parquet":
+        return spark.read.parquet(p)
+    if fmt == "csv":
+        return spark.read.csv(p, header=True, inferSchema=True)
+    raise InvalidParameterError(f"format must be 'parquet' or 'csv', got {fmt!r}")
+
+
+def _to_dataframe(data: Any, spark: Any, sql: str | None) -> Any:
+    if sql is not None:
+        return (spark or session()).sql(sql)
+    if _is_dataframe(data):
+        return data
+    if isinstance(data, str | Path):
+        return read(data, spark)
+    from .duckdb_engine import _as_arrow
+
+    table = _as_arrow(data)
+    mod = type(table).__module__.split(".")[0]
+    if mod == "polars":
+        table = table.to_arrow()
+    spark = spark or session()
+    return spark.createDataFrame(table)
+
+
+def _check_columns(df: Any, columns: Sequence[str]) -> None:
+    have = list(df.columns)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise DomainError(
+            f"the Spark DataFrame lacks the column(s) {missing}; it has {have[:20]}. Rename the "
+            f"columns or change the domain / key"
+        )
+
+
+# -- per-partition partials (mapInArrow) ----------------------------------------------------------
+def _partition_runner(fn: Callable[[Any], Any], columns: list[str], batch_rows: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function each executor runs on its partition (an iterator of Arrow record batches)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        pid = ctx.partitionId() if ctx is not None else -1
+        schema = pa.schema(
+            [("partition", pa.int32()), ("rows", pa.int64()), ("payload", pa.binary()),
+             ("error_kind", pa.string()), ("error", pa.string())]
+        )
+        acc: Partial | None = None
+        rows = 0
+        buf: list[Any] = []
+        buffered = 0
+
+        def flush() -> None:
+            nonlocal acc, buf, buffered
+            if not buf:
+                return
+            table = pa.Table.from_batches(buf)
+            buf, buffered = [], 0
+            acc = add_partials(acc, _as_partial(fn(dict(columns_of(table, columns)))))
+
+        try:
+            for rb in batches:
+                if rb.num_rows == 0:
+                    continue
+                rows += rb.num_rows
+                buf.append(rb)
+                buffered += rb.num_rows
+                if buffered >= batch_rows:
+                    flush()
+            flush()
+            payload = None if acc is None else pickle.dumps(acc, protocol=pickle.HIGHEST_PROTOCOL)
+            row = {"partition": pid, "rows": rows, "payload": payload, "error_kind": None, "error": None}
+        except Exception as exc:  # noqa: BLE001 - sent to the driver and raised there as a FuguError
+            kind = type(exc).__name__
+            msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            row = {"partition": pid, "rows": rows, "payload": None, "error_kind": kind, "error": msg}
+        yield pa.RecordBatch.from_pylist([row], schema=schema)
+
+    return run
+
+
+def _raise_partition_error(failed: list[Any]) -> None:
+    failed = sorted(failed, key=lambda r: r["partition"])
+    first = failed[0]
+    where = f"on Spark partition {first['partition']}"
+    if len(failed) > 1:
+        where += f" (and {len(failed) - 1} other partition(s): {[r['partition'] for r in failed[1:6]]})"
+    kind, msg = first["error_kind"], first["error"]
+    cls = getattr(_errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, FuguError):
+        raise cls(f"{where}: {msg}")
+    if kind == "KeyError":
+        raise DomainError(f"{where}: the partition lacks the column {msg}; check the DataFrame's schema")
+    if kind in ("TypeError", "ArrowInvalid", "ArrowTypeError", "ArrowNotImplementedError"):
+        raise InvalidTypeError(f"{where}: {kind}: {msg}")
+    if kind == "ValueError":
+        raise DomainError(f"{where}: {msg}")
+    raise InvalidParameterError(f"{where}: {kind}: {msg}")
+
+
+def partial_sums(
+    data: Any,
+    partial: Callable[[Any], Any],
+    *,
+    columns: Sequence[str],
+    sql: str | None = None,
+    spark: Any = None,
+    master: str | None = None,
+    num_partitions: int | None = None,
+    batch_rows: int = CHUNK_ROWS,
+) -> Partial:
+    """:func:`fugu.engines.partial_sums` on Spark: ``mapInArrow`` per partition, summed on the driver."""
+    if master is not None and spark is None:
+        spark = session(master)
+    df = _to_dataframe(data, spark, sql)
+    cols = list(columns)
+    _check_columns(df, cols)
+    df = df.select(*[_quote(c) for c in cols])
+    if num_partitions:
+        df = df.repartition(int(num_partitions))
+    results = df.mapInArrow(_partition_runner(partial, cols, int(batch_rows)), _RESULT_SCHEMA).collect()
+    failed = [r for r in results if r["error_kind"] is not None]
+    if failed:
+        _raise_partition_error(failed)
+    total: Partial | None = None
+    for r in sorted(results, key=lambda r: r["partition"]):
+        if r["payload"] is not None:
+            total = add_partials(total, pickle.loads(bytes(r["payload"])))
+    if total is None:
+        raise EmptyDataError("the Spark DataFrame has no rows; there is nothing to count")
+    return total
+
+
+def partial_counts(
+    data: Any,
+    key: Callable[[Any], NDArray[np.int64]],
+    size: int,
+    *,
+    columns: Sequence[str],
+    weights: tuple[str, ...] | None = None,
+    single: bool = False,
+    **options: Any,
+) -> np.ndarray:
+    """:func:`fugu.engines.partial_counts` on Spark (``mapInArrow`` + ``np.bincount`` per partition)."""
+    fn = _CountPartial(key, int(size), weights, single=single)
+    return np.asarray(partial_sums(data, fn, columns=columns, **options))
+
+
+# -- histograms ------------------------------------------------------------------------------------
+def _check_types(df: Any, domain: Any) -> None:
+    from pyspark.sql import types as T
+
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for a in domain.attributes:
+        t = fields[a.name]
+        if a.kind == "ordinal":
+            if not isinstance(t, T.NumericType):
+                raise InvalidTypeError(
+                    f"column {a.name!r} has Spark type {t.simpleString()}, but attribute {a.name!r} "
+                    f"is ordinal and needs numbers; cast it (df.withColumn({a.name!r}, "
+                    f"col({a.name!r}).cast('double'))) or declare it Nominal"
+                )
+        elif not isinstance(t, T.StringType | T.NumericType | T.BooleanType):
+            raise InvalidTypeError(
+                f"column {a.name!r} has Spark type {t.simpleString()}; a nominal attribute needs "
+                f"strings, numbers or booleans"
+            )
+
+
+def _bad_sql(attr: Any) -> str:
+    """A Spark SQL predicate true for rows whose ``attr`` value is outside the domain."""
+    c = _quote(attr.name)
+    if attr.kind == "nominal":
+        vals = ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in attr.values)
+        return f"({c} IS NULL OR NOT (CAST({c} AS STRING) IN ({vals})))"
+    if attr.edges is not None:
+        lo, hi = float(attr.edges[0]), float(attr.edges[-1])
+        return f"({c} IS NULL OR NOT ({c} >= {lo!r} AND {c} <= {hi!r}))"
+    return f"({c} IS NULL OR NOT ({c} >= {attr.low} AND {c} <= {attr.high} AND {c} = FLOOR({c})))"
+
+
+def _locator(df: Any, domain: Any) -> Callable[[str], str]:
+    def locate(column: str) -> str:
+        from pyspark.sql import functions as F
+
+        bad = _bad_sql(domain.attribute(column))
+        rows = (
+            df.where(F.expr(bad)).select(F.spark_partition_id().alias("p")).distinct()
+            .orderBy("p").limit(6).collect()
+        )
+        parts = [int(r["p"]) for r in rows]
+        if not parts:
+            return "on Spark"
+        return "on Spark partition" + ("s " if len(parts) > 1 else " ") + ", ".join(map(str, parts[:5])) + (
+            " and more" if len(parts) > 5 else "")
+
+    return locate
+
+
+def _collect_arrow(df: Any) -> Any:
+    to_arrow = getattr(df, "toArrow", None)
+    if to_arrow is not None:
+        return to_arrow()
+    import pyarrow as pa  # pragma: no cover - pyspark < 4
+
+    return pa.Table.from_pandas(df.toPandas())  # pragma: no cover
+
+
+def _jvm_histogram(df: Any, domain: Any, out_of_domain: str) -> NDArray[np.int64]:
+    from pyspark.sql import functions as F
+
+    from .grouped import canonical_sql, encode_grouped
+
+    keys = [f"__fugu_{j}" for j in range(domain.ndim)]
+    sel = [F.expr(canonical_sql(a, _quote)).alias(k) for a, k in zip(domain.attributes, keys, strict=True)]
+    grouped = df.select(*sel).groupBy(*keys).agg(F.count(F.lit(1)).alias("__fugu_n"))
+    table = _collect_arrow(grouped)
+    if table.num_rows == 0:
+        raise EmptyDataError("the Spark DataFrame has no rows; there is nothing to count")
+    values: dict[str, Any] = {}
+    for a, k in zip(domain.attributes, keys, strict=True):
+        col = table.column(k)
+        values[a.name] = (
+            np.asarray(col.to_pylist(), dtype=object)
+            if col.null_count
+            else np.asarray(col.to_numpy(zero_copy_only=False))
+        )
+    counts = np.asarray(table.column("__fugu_n").to_numpy(), dtype=np.int64)
+    return encode_grouped(domain, values, counts, out_of_domain, locate=_locator(df, domain))
+
+
+def histogram(
+    data: Any,
+    domain: Any,
+    *,
+    out_of_domain: str = "error",
+    method: str = "auto",
+    spark: Any = None,
+    master: str | None = None,
+    sql: str | None = None,
+    num_partitions: int | None = None,
+    batch_rows: int = CHUNK_ROWS,
+) -> NDArray[np.int64]:
+    """Flat histogram counts of a Spark DataFrame (or anything :func:`read` / createDataFrame takes).
+
+    ``method``: ``"jvm"`` (group-by inside the JVM), ``"arrow"`` (``mapInArrow`` + bincount per
+    partition) or ``"auto"`` (:data:`DEFAULT_METHOD`, the faster in ``bench/bench_engines.py``).
+    Both give identical counts.
+    """
+    if method not in METHODS:
+        raise InvalidParameterError(f"method must be one of {METHODS}, got {method!r}")
+    domain.check_dense("a histogram")
+    if master is not None and spark is None:
+        spark = session(master)
+    df = _to_dataframe(data, spark, sql)
+    names = list(domain.names)
+    _check_columns(df, names)
+    _check_types(df, domain)
+    if num_partitions:
+        df = df.repartition(int(num_partitions))
+    m = DEFAULT_METHOD if method == "auto" else method
+    if m == "jvm":
+        return _jvm_histogram(df, domain, out_of_domain)
+    counts = partial_counts(
+        df, DomainKey(domain, out_of_domain), domain.size, columns=names, batch_rows=batch_rows
+    )
+    return np.asarray(counts, dtype=np.int64)
+
+
+def histogram_from_file(
+    path: str | Path | None,
+    domain: Any,
+    *,
+    out_of_domain: str = "error",
+    sql: str | None = None,
+    format: str | None = None,
+    spark: Any = None,
+    master: str | None = None,
+    **options: Any,
+) -> NDArray[np.int64]:
+    """Flat histogram counts of a Parquet / CSV file read by Spark (or a Spark SQL query)."""
+    if master is not None and spark is None:
+        spark = session(master)
+    if sql is None:
+        if path is None:
+            raise InvalidParameterError("give a file path or sql=... (a Spark SQL query)")
+        data: Any = read(path, spark, format=format)
+    else:
+        data = (spark or session()).sql(sql)
+    return histogram(data, domain, out_of_domain=out_of_domain, spark=spark, **options)
