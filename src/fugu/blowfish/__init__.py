@@ -5,6 +5,9 @@ Policies", SIGMOD 2014 (arXiv 1312.3913; seeds ``000_…``, ``001_…``).
 """
 
 from .constraints import Constraint, CountConstraint, MarginalConstraint
+from .cumulative import CumulativeRelease
+from .ordered import ordered
+from .ordered_hierarchical import OHPlan, oh_plan, ordered_hierarchical
 from .policy import BOTTOM, Policy, parse_policy
 from .sensitivity import (
     Coarsening,
@@ -21,6 +24,11 @@ from .sensitivity import (
 __all__ = [
     "BOTTOM",
     "Coarsening",
+    "CumulativeRelease",
+    "ordered",
+    "ordered_hierarchical",
+    "oh_plan",
+    "OHPlan",
     "CumulativeHistogram",
     "HistogramQuery",
     "SensitivityResult",
