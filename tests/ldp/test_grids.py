@@ -293,3 +293,16 @@ def test_save_load_roundtrip(tmp_path) -> None:
     np.testing.assert_allclose(back.answer_many(w), rel.answer_many(w))
     assert back.guarantee == rel.guarantee
     assert back.guarantee.private is False
+
+
+def test_range_report_writes_html(tmp_path) -> None:
+    from fugu.ldp.grids import range_report
+
+    dom = fugu.datasets.synthetic_domain(3, 16)
+    data = fugu.datasets.correlated_gaussian(5000, 3, 16, seed=1)
+    rep = range_report(
+        dom, data, methods=("uni", "tdg", "hdg", "nope"), epsilons=(1.0, 2.0), n_queries=20
+    )
+    html = rep.save(tmp_path / "r.html").read_text()
+    assert html.count("data:image/png;base64") == 2  # MAE vs ε, heatmaps
+    assert "HDG" in html and "nope" in html and "not private" in html
