@@ -4,8 +4,10 @@ Source: He, Machanavajjhala, Ding, "Blowfish Privacy: Tuning Privacy-Utility Tra
 Policies", SIGMOD 2014 (arXiv 1312.3913; seeds ``000_…``, ``001_…``).
 """
 
+from .composition import blowfish_budget, charge_parallel, check_parallel
 from .constraints import Constraint, CountConstraint, MarginalConstraint
 from .cumulative import CumulativeRelease
+from .laplace import LinearRelease, laplace
 from .ordered import ordered
 from .ordered_hierarchical import OHPlan, oh_plan, ordered_hierarchical
 from .policy import BOTTOM, Policy, parse_policy
@@ -26,6 +28,11 @@ __all__ = [
     "Coarsening",
     "CumulativeRelease",
     "ordered",
+    "blowfish_budget",
+    "charge_parallel",
+    "check_parallel",
+    "laplace",
+    "LinearRelease",
     "ordered_hierarchical",
     "oh_plan",
     "OHPlan",

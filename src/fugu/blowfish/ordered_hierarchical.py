@@ -39,8 +39,8 @@ True
 >>> hist = fugu.Histogram.from_records({"x": [5, 99, 512, 513]}, dom)
 >>> pol = Policy.distance_threshold(dom, 64)
 >>> rel = ordered_hierarchical(hist, 1.0, pol, rng=fugu.RandomSource(seed=0))
->>> rel.guarantee.mechanism, rel.structure.block >= 64 or rel.structure.height == 0
-('ordered-hierarchical', True)
+>>> rel.guarantee.mechanism, rel.guarantee.parameters["theta"]
+('ordered-hierarchical', 64)
 """
 
 from __future__ import annotations
