@@ -1,0 +1,185 @@
+"""The client/server protocol: partitions merge exactly, the wire formats round-trip, bad reports
+are rejected and counted, bad parameters fail clearly, releases save and load.
+
+All deterministic (fixed seeds); no statistical tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import fugu
+from fugu.errors import DomainError, EmptyDataError, InvalidParameterError, ReportError
+from fugu.ldp import Reports, protocol_from_header
+
+DOM2 = fugu.datasets.synthetic_domain(3, 8)
+DOM1 = fugu.Domain([fugu.Ordinal("v", 0, 15)])
+
+
+def _recs(dom: fugu.Domain, n: int = 3000, seed: int = 0) -> dict[str, np.ndarray]:
+    if dom.ndim == 1:
+        return {"v": np.random.default_rng(seed).integers(0, 16, n)}
+    return fugu.datasets.correlated_gaussian(n, dom.ndim, 8, seed=seed)
+
+
+def _methods():
+    return [
+        fugu.ldp.GRR(DOM1, 1.0),
+        fugu.ldp.OLH(DOM1, 1.0),
+        fugu.ldp.OUE(DOM1, 1.0),
+        fugu.ldp.SW(DOM1, 1.0),
+        fugu.ldp.Uni(DOM2, 1.0),
+        fugu.ldp.MSW(DOM2, 1.0),
+        fugu.ldp.HIO(DOM2, 1.0, branching=2),
+        fugu.ldp.LHIO(DOM2, 1.0, branching=2),
+        fugu.ldp.CALM(DOM2, 1.0),
+    ]
+
+
+@pytest.mark.parametrize("proto", _methods(), ids=lambda p: p.name)
+def test_partitions_merge_exactly(proto) -> None:
+    reports = proto.client(fugu.RandomSource(seed=5)).perturb(_recs(proto.domain))
+    whole = proto.aggregator().add(reports)
+    mask = np.random.default_rng(1).random(reports.n) < 0.4
+    a = proto.aggregator().add(reports.take(mask))
+    b = proto.aggregator().add(reports.take(~mask))
+    merged = a.merge(b)
+    assert merged.n_accepted == whole.n_accepted == reports.n
+    w = fugu.random_workload(proto.domain, 12, n_predicates=(1, proto.domain.ndim), seed=3)
+    np.testing.assert_array_equal(merged.estimate().answer_many(w), whole.estimate().answer_many(w))
+    if proto.name != "hio":  # HIO keeps reports (merge = concatenation, order differs)
+        for k in whole.state:
+            np.testing.assert_array_equal(merged.state[k], whole.state[k])
+
+
+@pytest.mark.parametrize("proto", _methods(), ids=lambda p: p.name)
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet", ".arrow"])
+def test_wire_formats_round_trip(proto, suffix, tmp_path) -> None:
+    reports = proto.client(fugu.RandomSource(seed=6)).perturb(_recs(proto.domain, 400))
+    path = reports.save(tmp_path / f"r{suffix}")
+    back = Reports.load(path)
+    assert (back.protocol, back.version, back.n, back.private) == (proto.name, 1, 400, False)
+    assert back.params == json.loads(json.dumps(proto.params()))
+    for k, v in reports.columns.items():
+        np.testing.assert_array_equal(np.asarray(back.columns[k]), v)
+    server = protocol_from_header(back.header())
+    assert type(server) is type(proto)
+    w = fugu.random_workload(proto.domain, 5, seed=1)
+    np.testing.assert_array_equal(
+        server.aggregate(back).answer_many(w), proto.aggregate(reports).answer_many(w)
+    )
+
+
+def test_per_record_path_matches_wire_format(tmp_path) -> None:
+    proto = fugu.ldp.OLH(DOM1, 1.0)
+    client = proto.client(fugu.RandomSource(seed=1))
+    rows = [client.perturb_one({"v": v}) for v in (0, 3, 15, 7)]
+    assert set(rows[0]) == {"seed", "y"} and all(0 <= r["y"] < proto.g for r in rows)
+    path = tmp_path / "app.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [client.header(), *rows]) + "\n")
+    agg = proto.aggregator().add(Reports.load(path))
+    assert agg.n_accepted == 4 and agg.n_rejected == 0
+    agg2 = proto.aggregator().add_rows(rows, client.header())
+    np.testing.assert_array_equal(agg.state["support"], agg2.state["support"])
+    hio = fugu.ldp.HIO(DOM2, 1.0, branching=2)
+    row = hio.client(fugu.RandomSource(seed=2)).perturb_one({"a0": 1, "a1": 2, "a2": 7}, group=5)
+    assert row["group"] == 5
+
+
+def test_truncated_files(tmp_path) -> None:
+    proto = fugu.ldp.GRR(DOM1, 1.0)
+    reports = proto.client(fugu.RandomSource(seed=1)).perturb(_recs(DOM1, 100))
+    path = reports.save(tmp_path / "r.jsonl")
+    text = path.read_text()
+    path.write_text(text[: len(text) - 4])  # cut inside the last line
+    agg = proto.aggregator().add(Reports.load(path))
+    assert agg.n_accepted == 99 and agg.rejected["malformed"] == 1
+    pq = reports.save(tmp_path / "r.parquet")
+    pq.write_bytes(pq.read_bytes()[:-20])
+    with pytest.raises(ReportError, match="truncated"):
+        Reports.load(pq)
+    bad = tmp_path / "x.jsonl"
+    bad.write_text('{"no": "header"}\n')
+    with pytest.raises(ReportError):
+        Reports.load(bad)
+
+
+def test_reports_from_another_protocol_or_epsilon_are_refused() -> None:
+    grr = fugu.ldp.GRR(DOM1, 1.0)
+    reports = grr.client(fugu.RandomSource(seed=1)).perturb(_recs(DOM1, 50))
+    with pytest.raises(ReportError, match="protocol 'grr'"):
+        fugu.ldp.OLH(DOM1, 1.0).aggregate(reports)
+    with pytest.raises(ReportError, match="epsilon"):
+        fugu.ldp.GRR(DOM1, 2.0).aggregate(reports)
+    other = fugu.Domain([fugu.Ordinal("v", 0, 31)])
+    with pytest.raises(ReportError, match="domain"):
+        fugu.ldp.GRR(other, 1.0).aggregate(reports)
+
+
+def test_out_of_range_reports_are_rejected_and_counted() -> None:
+    olh = fugu.ldp.OLH(DOM1, 1.0)
+    reports = olh.client(fugu.RandomSource(seed=1)).perturb(_recs(DOM1, 100))
+    reports.columns["y"][:3] = [olh.g, -1, 99]
+    agg = olh.aggregator().add(reports)
+    assert agg.n_accepted == 97 and agg.rejected["out of range"] == 3
+    sw = fugu.ldp.SW(DOM1, 1.0)
+    r = sw.client(fugu.RandomSource(seed=1)).perturb(_recs(DOM1, 10))
+    r.columns["y"][:2] = [np.nan, 5.0]
+    assert sw.aggregator().add(r).rejected["out of range"] == 2
+    msw = fugu.ldp.MSW(DOM2, 1.0)
+    r = msw.client(fugu.RandomSource(seed=1)).perturb(_recs(DOM2, 10))
+    r.columns["group"][0] = 7
+    assert msw.aggregator().add(r).n_rejected == 1
+    oue = fugu.ldp.OUE(fugu.Domain([fugu.Ordinal("v", 0, 4)]), 1.0)  # 5 bits in one byte
+    r = oue.client(fugu.RandomSource(seed=1)).perturb({"v": [0, 1, 2]})
+    r.columns["bits"][0, 0] |= 0x80  # a bit beyond the domain
+    assert oue.aggregator().add(r).n_rejected == 1
+    rows = [{"y": 1}, {"y": "x"}, {"z": 2}, ["not", "a", "dict"]]
+    agg = fugu.ldp.GRR(DOM1, 1.0).aggregator().add_rows(rows)
+    assert agg.n_accepted == 1 and agg.rejected["malformed"] == 3
+    with pytest.raises(EmptyDataError):
+        fugu.ldp.GRR(DOM1, 1.0).aggregator().estimate()
+
+
+def test_bad_parameters_and_records() -> None:
+    for eps in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(InvalidParameterError):
+            fugu.ldp.OLH(DOM1, eps)
+    tiny = fugu.Domain([fugu.Ordinal("v", 0, 0)])
+    for cls in (fugu.ldp.GRR, fugu.ldp.OLH, fugu.ldp.OUE, fugu.ldp.SW):
+        with pytest.raises(InvalidParameterError):
+            cls(tiny, 1.0)
+    with pytest.raises(InvalidParameterError):
+        fugu.ldp.HIO(fugu.Domain([fugu.Ordinal("a", 0, 0), fugu.Ordinal("b", 0, 3)]), 1.0)
+    with pytest.raises(InvalidParameterError):
+        fugu.ldp.CALM(DOM1, 1.0)
+    with pytest.raises(DomainError):
+        fugu.ldp.GRR(DOM1, 1.0).client().perturb({"v": [3, 16]})
+    with pytest.raises(DomainError):
+        fugu.ldp.OLH(DOM1, 1.0).client().perturb(np.array([[0], [-1]]))
+    with pytest.raises(InvalidParameterError):
+        fugu.ldp.MSW(DOM2, 1.0).client().perturb(_recs(DOM2, 5), groups=[0, 1, 2, 3, 4])
+
+
+def test_seeded_clients_mark_the_release_not_private() -> None:
+    proto = fugu.ldp.GRR(DOM1, 1.0)
+    rel = proto.simulate(_recs(DOM1, 50), rng=fugu.RandomSource(seed=1))
+    assert rel.guarantee.private is False and rel.guarantee.model == "ldp"
+    rel2 = proto.simulate(_recs(DOM1, 50))
+    assert rel2.guarantee.private is True
+    mixed = proto.aggregator()
+    mixed.add(proto.client().perturb(_recs(DOM1, 20)))
+    mixed.add(proto.client(fugu.RandomSource(seed=2)).perturb(_recs(DOM1, 20)))
+    assert mixed.estimate().guarantee.private is False
+
+
+@pytest.mark.parametrize("proto", _methods(), ids=lambda p: p.name)
+def test_releases_save_and_load(proto, tmp_path) -> None:
+    rel = proto.simulate(_recs(proto.domain, 500), rng=fugu.RandomSource(seed=9))
+    back = fugu.Release.load(rel.save(tmp_path / "rel.npz"))
+    assert type(back) is type(rel) and back.guarantee == rel.guarantee
+    w = fugu.random_workload(proto.domain, 8, seed=2)
+    np.testing.assert_allclose(back.answer_many(w), rel.answer_many(w))
