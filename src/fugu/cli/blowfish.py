@@ -1,0 +1,223 @@
+"""CLI for Blowfish policies: ``fugu release --mechanism ordered|ordered-hierarchical|
+blowfish-laplace --policy ...`` and ``fugu sensitivity``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..errors import InvalidParameterError
+from ._common import MechanismEntry, emit, load_domain, register_mechanism, table
+
+
+def _policy(hist: Any, options: dict[str, Any]) -> Any:
+    from ..blowfish import parse_policy
+
+    spec = options.get("policy")
+    if not spec:
+        raise InvalidParameterError(
+            "this mechanism needs --policy, e.g. --policy line, --policy 'distance:theta=5', "
+            "--policy attribute or --policy 'partition:age=10'"
+        )
+    return parse_policy(str(spec), hist.domain)
+
+
+def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
+    v = options.get(key, default)
+    if isinstance(v, str):
+        if v.lower() not in ("true", "false"):
+            raise InvalidParameterError(f"option {key} must be true or false, got {v!r}")
+        return v.lower() == "true"
+    return bool(v)
+
+
+def _ordered(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+    from ..blowfish import ordered
+
+    return ordered(
+        hist, epsilon, _policy(hist, options), inference=_bool(options, "inference", False), rng=rng
+    )
+
+
+def _ordered_hierarchical(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+    from ..blowfish import ordered_hierarchical
+
+    fanout = options.get("fanout", options.get("branching"))
+    return ordered_hierarchical(
+        hist,
+        epsilon,
+        _policy(hist, options),
+        fanout=None if fanout is None else int(fanout),
+        height=None if options.get("height") is None else int(options["height"]),
+        eps_split=None if options.get("eps_split") is None else float(options["eps_split"]),
+        consistency=_bool(options, "consistency", True),
+        rng=rng,
+    )
+
+
+def _blowfish_laplace(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+    from ..blowfish import laplace
+
+    return laplace(hist, epsilon, _policy(hist, options), rng=rng)
+
+
+register_mechanism(
+    MechanismEntry(
+        "ordered",
+        _ordered,
+        "blowfish",
+        "Blowfish Ordered Mechanism: noisy cumulative histogram, one ordered attribute "
+        "(--policy line|'distance:theta=k'; -o inference=true)",
+        in_demo=False,
+    )
+)
+register_mechanism(
+    MechanismEntry(
+        "ordered-hierarchical",
+        _ordered_hierarchical,
+        "blowfish",
+        "Blowfish Ordered Hierarchical: cumulative counts per block + trees "
+        "(-o fanout=, -o height=, -o eps_split=)",
+        in_demo=False,
+    )
+)
+register_mechanism(
+    MechanismEntry(
+        "blowfish-laplace",
+        _blowfish_laplace,
+        "blowfish",
+        "Laplace noise at the policy-specific sensitivity S(h, P)/epsilon",
+        demo_options={"policy": "attribute"},
+        in_demo=False,
+    )
+)
+
+
+def _query(spec: str, dom: Any) -> Any:
+    from ..blowfish import Coarsening, CumulativeHistogram
+    from ..queries import RangeQuery, Workload, parse_condition, random_workload
+
+    s = spec.strip()
+    if s in ("histogram", "sum", "cumulative"):
+        return s
+    if s.startswith("cumulative:"):
+        return CumulativeHistogram(s.split(":", 1)[1])
+    if s.startswith("coarsening:"):
+        spec_map: dict[str, Any] = {}
+        for item in s.split(":", 1)[1].split(","):
+            k, _, v = item.partition("=")
+            spec_map[k.strip()] = int(v) if v.strip().isdigit() else v.strip()
+        return Coarsening(spec_map)
+    if s.startswith("random:"):
+        try:
+            n = int(s.split(":")[1])
+        except ValueError:
+            raise InvalidParameterError(f"--query {spec!r}: write random:N") from None
+        return random_workload(dom, n, n_predicates=(1, dom.ndim), seed=0)
+    if "=" in s:
+        conds = dict(parse_condition(c) for c in s.split("&"))
+        return Workload([RangeQuery(conds)])
+    raise InvalidParameterError(
+        f"--query {spec!r}: use histogram, cumulative[:attr], sum, coarsening:age=10, random:N, "
+        f"or a range 'age=20..29&sex=Male'"
+    )
+
+
+def _constraint(spec: str) -> Any:
+    from ..blowfish import CountConstraint, MarginalConstraint
+    from ..queries import parse_condition
+
+    kind, _, rest = spec.partition(":")
+    if kind == "marginal" and rest:
+        return MarginalConstraint([a.strip() for a in rest.split(",") if a.strip()])
+    if kind == "count" and rest:
+        return CountConstraint(dict(parse_condition(c) for c in rest.split("&")))
+    raise InvalidParameterError(
+        f"--constraint {spec!r}: write 'marginal:sex,race' or 'count:age=20..29&sex=Male'"
+    )
+
+
+def register(cli: click.Group) -> None:
+    @cli.command()
+    @click.option(
+        "--data",
+        default="adult",
+        show_default=True,
+        help="'adult' or a data file (only its domain is used).",
+    )
+    @click.option(
+        "--attributes",
+        "-a",
+        multiple=True,
+        help="Attributes: names for adult, or 'age:0..99,sex:F|M'.",
+    )
+    @click.option("--domain", "domain_file", help="Domain JSON file (instead of --attributes).")
+    @click.option(
+        "--policy",
+        "-p",
+        multiple=True,
+        required=True,
+        help="Policy: line, 'distance:theta=5', attribute, full, 'partition:age=10'; repeatable.",
+    )
+    @click.option(
+        "--query",
+        "-q",
+        "queries",
+        multiple=True,
+        help="histogram (default), cumulative[:attr], sum, coarsening:age=10, random:N, age=1..9.",
+    )
+    @click.option(
+        "--constraint",
+        "-c",
+        "constraints",
+        multiple=True,
+        help="Public constraint: 'marginal:sex' or 'count:age=20..29'.",
+    )
+    @click.option(
+        "--brute-force",
+        "brute",
+        type=int,
+        help="Also enumerate every database of N records (tiny domains).",
+    )
+    @click.option("--json", "as_json", is_flag=True)
+    def sensitivity(
+        data: str,
+        attributes: tuple[str, ...],
+        domain_file: str | None,
+        policy: tuple[str, ...],
+        queries: tuple[str, ...],
+        constraints: tuple[str, ...],
+        brute: int | None,
+        as_json: bool,
+    ) -> None:
+        """Policy-specific sensitivity S(f, P) of linear queries (no data is read)."""
+        from ..blowfish import brute_force_sensitivity, parse_policy
+        from ..blowfish import sensitivity as sens_fn
+
+        dom = load_domain(data, attributes, domain_file)
+        cons = [_constraint(c) for c in constraints]
+        rows: list[list[Any]] = []
+        out: list[dict[str, Any]] = []
+        for p in policy:
+            pol = parse_policy(p, dom)
+            if cons:
+                pol = pol.with_constraints(*cons)
+            for qs in queries or ("histogram",):
+                res = sens_fn(_query(qs, dom), pol, detail=True)
+                rec: dict[str, Any] = {
+                    "policy": pol.description,
+                    "query": qs,
+                    "sensitivity": res.value,
+                    "exact": res.exact,
+                    "method": res.method,
+                }
+                if brute:
+                    rec["brute_force"] = brute_force_sensitivity(_query(qs, dom), pol, brute)
+                out.append(rec)
+                rows.append(
+                    [rec["policy"], qs, res.value, "exact" if res.exact else "bound", res.method]
+                    + ([rec["brute_force"]] if brute else [])
+                )
+        header = ["policy", "query", "S(f,P)", "", "how"] + (["brute force"] if brute else [])
+        emit(out, as_json, lambda: table(rows, header))
