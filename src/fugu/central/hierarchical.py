@@ -105,11 +105,11 @@ class AxisTree:
 
     @property
     def leaves(self) -> int:
-        return int(self.b**self.h)
+        return int(self.b**self.h) if self.h > 0 else self.n
 
     @property
     def layout_size(self) -> int:
-        return sum(self.b**k for k in range(self.h + 1))
+        return sum(self.b**k for k in range(self.h + 1)) if self.h > 0 else self.n
 
     @property
     def offsets(self) -> list[int]:
@@ -175,13 +175,34 @@ def _shares(budget: object, h: int) -> tuple[float, ...]:
     return tuple(float(x) for x in w / w.sum())
 
 
+def _check_flat(domain: Domain, flat: Sequence[str] | None) -> set[str]:
+    names = [flat] if isinstance(flat, str) else list(flat or [])
+    for f in names:
+        if f not in domain.names:
+            raise InvalidParameterError(
+                f"flat names an unknown attribute {f!r}; the domain's attributes are "
+                f"{list(domain.names)}"
+            )
+    return set(names)
+
+
 def axis_trees(
-    domain: Domain, branching: object = None, budget: object = "uniform"
+    domain: Domain,
+    branching: object = None,
+    budget: object = "uniform",
+    flat: Sequence[str] | None = None,
 ) -> list[AxisTree]:
-    """The per-axis trees the mechanism would use (public: depends on the domain only)."""
+    """The per-axis trees the mechanism would use (public: depends on the domain only).
+
+    Attributes in ``flat`` get no tree (height 0: every value is its own sub-cube).
+    """
     bs = _check_branching(branching, domain.ndim)
+    flat_names = _check_flat(domain, flat)
     out = []
     for attr, b in zip(domain.attributes, bs, strict=True):
+        if attr.name in flat_names:
+            out.append(AxisTree(attr.size, 2, 0, (1.0,)))
+            continue
         b_ = b if b is not None else qardaji_branching(attr.size)
         h = tree_height(attr.size, b_)
         out.append(AxisTree(attr.size, b_, h, _shares(budget, h)))
@@ -204,6 +225,8 @@ def _noise_constant(trees: list[AxisTree], epsilon: float, delta: int) -> tuple[
 
 def _to_layout(x: NDArray[Any], axis: int, tree: AxisTree) -> NDArray[Any]:
     """Replace the (padded) leaf axis by the concatenated levels of its tree, root first."""
+    if tree.h == 0:
+        return x
     a = np.moveaxis(x, axis, -1)
     if a.shape[-1] != tree.leaves:
         widths = [(0, 0)] * (a.ndim - 1) + [(0, tree.leaves - a.shape[-1])]
@@ -222,6 +245,8 @@ def _axis_rows(bounds: NDArray[np.int64], axis: int) -> tuple[NDArray[np.int64],
 
 
 def _axis_factor(tree: AxisTree, lohi: NDArray[np.int64], consistent: bool) -> NDArray[np.float64]:
+    if tree.h == 0:
+        return (lohi[:, 1] - lohi[:, 0]).astype(np.float64) * tree.rel_variance[0]
     if not consistent:
         return canonical_variance(lohi[:, 0], lohi[:, 1], tree.b, tree.h, tree.rel_variance)
     out = np.empty(len(lohi))
@@ -253,10 +278,11 @@ def hierarchical_variance(
     branching: object = None,
     budget: object = "uniform",
     consistency: bool = True,
+    flat: Sequence[str] | None = None,
     neighbours: str = "replace",
 ) -> NDArray[np.float64]:
     """Noise variance of each query (bounds (m, d, 2)) under the mechanism, without any data."""
-    trees = axis_trees(domain, branching, budget)
+    trees = axis_trees(domain, branching, budget, flat)
     const, _ = _noise_constant(trees, epsilon, _delta(neighbours))
     return _variance(trees, const, bounds, consistency)
 
@@ -297,6 +323,9 @@ class HierarchicalRelease(CubeRelease):
         b = np.asarray(bounds, dtype=np.int64)
         per_axis = []
         for ax, t in enumerate(self.trees):
+            if t.h == 0:
+                per_axis.append([(b[:, ax, 0], b[:, ax, 1])])
+                continue
             runs = canonical_runs(b[:, ax, 0], b[:, ax, 1], t.b, t.h)
             ivals = []
             for off, (ls, le, rs, re) in zip(t.offsets, runs, strict=True):
@@ -368,6 +397,7 @@ def hierarchical(
     budget: str | Sequence[float] = "uniform",
     consistency: bool = True,
     nonnegative: bool = False,
+    flat: Sequence[str] | None = None,
     neighbours: str = "replace",
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
@@ -390,6 +420,9 @@ def hierarchical(
     nonnegative : bool
         After inference, clamp negative cells to 0. Biased; recorded in the guarantee, and
         ``expected_error`` then returns None. Needs ``consistency=True``.
+    flat : list of attribute names, optional
+        Attributes that get no tree (each value its own sub-cube, like Privelet+'s
+        untransformed attributes); useful for attributes with a handful of values.
     neighbours : {"replace", "add-remove"}
     rng : RandomSource, optional
     accountant : Accountant, optional
@@ -418,7 +451,7 @@ def hierarchical(
         raise InvalidParameterError(
             "nonnegative=True clamps the consistent cells; it needs consistency=True"
         )
-    trees = axis_trees(dom, branching, budget)
+    trees = axis_trees(dom, branching, budget, flat)
     eps, source = start(epsilon, rng, accountant, "hierarchical cube")
     layout: NDArray[Any] = np.asarray(hist.counts, dtype=np.int64)
     for ax, t in enumerate(trees):
@@ -432,7 +465,10 @@ def hierarchical(
     else:
         share = np.ones([1] * dom.ndim)
         for ax, t in enumerate(trees):
-            per_slot = np.concatenate([np.full(t.b**k, t.p[k]) for k in range(t.h + 1)])
+            if t.h == 0:
+                per_slot = np.ones(t.n)
+            else:
+                per_slot = np.concatenate([np.full(t.b**k, t.p[k]) for k in range(t.h + 1)])
             shape = [1] * dom.ndim
             shape[ax] = t.layout_size
             share = share * per_slot.reshape(shape)
@@ -444,6 +480,8 @@ def hierarchical(
     if consistency:
         est = noisy
         for ax, t in enumerate(trees):
+            if t.h == 0:
+                continue
             moved = np.moveaxis(est, ax, -1)
             leaves = consistent_tree(_split_layout(moved, t), t.b, t.rel_variance)[-1]
             est = np.moveaxis(leaves, -1, ax)
@@ -468,6 +506,7 @@ def hierarchical(
         parameters={
             "branching": [t.b for t in trees],
             "height": [t.h for t in trees],
+            "flat": [a.name for a, t in zip(dom.attributes, trees, strict=True) if t.h == 0],
             "budget": budget if isinstance(budget, str) else [list(t.p) for t in trees],
             "level_shares": [list(t.p) for t in trees],
             "noise": "discrete Laplace on integer node counts",

@@ -148,10 +148,10 @@ def _axis_rows(
 
 
 def _variance_from_transforms(
-    transforms: list[AxisTransform], lam: float, bounds: NDArray[np.int64]
+    transforms: list[AxisTransform], unit_var: float, bounds: NDArray[np.int64]
 ) -> NDArray[np.float64]:
     b = np.asarray(bounds, dtype=np.int64)
-    total = np.full(b.shape[0], 2.0 * lam * lam)
+    total = np.full(b.shape[0], unit_var)
     for ax, t in enumerate(transforms):
         rows, inv = _axis_rows(b, ax, t.n)
         factors = np.concatenate(
@@ -171,7 +171,7 @@ def privelet_variance(
     """Noise variance of each query (bounds (m, d, 2)) under Privelet(+), without any data."""
     ts = privelet_transforms(domain, plain)
     lam = _delta(neighbours) * generalized_sensitivity(ts) / epsilon
-    return _variance_from_transforms(ts, lam, bounds)
+    return _variance_from_transforms(ts, 2.0 * lam * lam, bounds)
 
 
 class PriveletRelease(CubeRelease):
@@ -180,11 +180,20 @@ class PriveletRelease(CubeRelease):
     kind = "privelet"
 
     def __init__(
-        self, domain: Domain, guarantee: Guarantee, estimate: Any, *, plain: list[str], lam: float
+        self,
+        domain: Domain,
+        guarantee: Guarantee,
+        estimate: Any,
+        *,
+        plain: list[str],
+        lam: float,
+        unit_variance: float | None = None,
     ) -> None:
         super().__init__(domain, guarantee, estimate)
         self.plain = list(plain)
         self.lam = float(lam)
+        #: exact variance of the noise on a weight-1 coefficient (discrete Laplace on the grid)
+        self.unit_variance = float(unit_variance) if unit_variance is not None else 2 * lam * lam
         self._transforms: list[AxisTransform] | None = None
 
     @property
@@ -197,15 +206,18 @@ class PriveletRelease(CubeRelease):
     def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
         q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
         assert self.domain is not None
-        var = _variance_from_transforms(self.transforms, self.lam, q.bounds(self.domain)[None])
+        var = _variance_from_transforms(
+            self.transforms, self.unit_variance, q.bounds(self.domain)[None]
+        )
         return float(math.sqrt(var[0]))
 
     def expected_variance_many(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
         """Noise variance of many queries given as bounds (m, d, 2)."""
-        return _variance_from_transforms(self.transforms, self.lam, bounds)
+        return _variance_from_transforms(self.transforms, self.unit_variance, bounds)
 
     def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {"estimate": self.counts}, {"plain": self.plain, "lam": self.lam}
+        meta = {"plain": self.plain, "lam": self.lam, "unit_variance": self.unit_variance}
+        return {"estimate": self.counts}, meta
 
     @classmethod
     def _from_state(
@@ -217,7 +229,12 @@ class PriveletRelease(CubeRelease):
     ) -> Release:
         assert domain is not None
         return cls(
-            domain, guarantee, arrays["estimate"], plain=list(meta["plain"]), lam=float(meta["lam"])
+            domain,
+            guarantee,
+            arrays["estimate"],
+            plain=list(meta["plain"]),
+            lam=float(meta["lam"]),
+            unit_variance=meta.get("unit_variance"),
         )
 
 
@@ -278,12 +295,17 @@ def privelet(
     coef = hn_forward(hist.counts.astype(np.float64), transforms)
     weights = hn_weights(transforms)
     sens = delta * rho
-    noisy, info = grid_laplace(
-        coef, sens, eps, source, weights=weights, max_changed=_max_changed(transforms, delta)
-    )
+    # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
+    # the scaled coefficients have plain L1 sensitivity δρ, so one grid and one noise scale serve
+    # every coefficient; dividing by the public W(c) afterwards is post-processing.
+    coef *= weights
+    noisy, info = grid_laplace(coef, sens, eps, source, max_changed=_max_changed(transforms, delta))
     del coef
+    noisy /= weights
     estimate = hn_inverse(hn_project(noisy, transforms), transforms)
+    del noisy
     lam = info.effective_sensitivity / eps
+    unit_var = float(info.variance().reshape(-1)[0]) if info.granularity.size else 2 * lam * lam
     kinds = {
         a.name: ("plain" if a.name in plain_names else t.kind)
         for a, t in zip(dom.attributes, transforms, strict=True)
@@ -318,4 +340,4 @@ def privelet(
         raise InvalidParameterError(
             "Privelet produced non-finite estimates; the counts are too large"
         )
-    return PriveletRelease(dom, g, estimate, plain=plain_names, lam=lam)
+    return PriveletRelease(dom, g, estimate, plain=plain_names, lam=lam, unit_variance=unit_var)
