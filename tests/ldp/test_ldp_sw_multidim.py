@@ -108,7 +108,7 @@ def test_sw_on_binned_raw_values() -> None:
     assert np.abs(rel.counts / x.size - true).sum() < 0.25
 
 
-# -- multi-dimensional baselines ---------------------------------------------------------------------
+# -- multi-dimensional baselines ------------------------------------------------------------
 N, D, C = 60_000, 3, 16
 
 
