@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .domain import Domain, OutOfDomainPolicy
 from .engines import bincount_chunked, check_engine, columns_of
-from .errors import DomainError, EmptyDataError, InvalidParameterError, InvalidTypeError
+from .errors import DomainError, InvalidParameterError, InvalidTypeError
 
 __all__ = ["Histogram"]
 
@@ -116,14 +116,9 @@ class Histogram:
 
             counts = numpy_from_file(path, domain, out_of_domain=out_of_domain, **engine_options)
         else:
-            from .engines.duckdb_engine import grouped_counts
+            from .engines.duckdb_engine import histogram as duckdb_histogram
 
-            values, weights = grouped_counts(domain.names, path=path, sql=sql, **engine_options)
-            if weights.sum() == 0:
-                raise EmptyDataError(f"{path or 'the query'} has no rows; there is nothing to count")
-            codes = domain.encode_columns(values, out_of_domain)
-            keep = (codes >= 0).all(axis=1)
-            counts = np.bincount(domain.flatten(codes[keep]), weights=weights[keep], minlength=domain.size).astype(np.int64)
+            counts = duckdb_histogram(path, domain, out_of_domain=out_of_domain, sql=sql, **engine_options)
         opts = {"out_of_domain": out_of_domain, "engine": engine, "source": "sql" if sql else "file"}
         if sql:
             opts["public_filter_sql"] = sql
