@@ -22,18 +22,22 @@ __all__ = ["Report"]
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{ title|e }}</title>
 <style>
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1000px;
+ margin:2em auto;padding:0 1em;color:#222}
 h1{border-bottom:2px solid #d35400;padding-bottom:.2em} h2{margin-top:1.6em;color:#8e3200}
-table{border-collapse:collapse;margin:.5em 0;font-size:.92em} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+table{border-collapse:collapse;margin:.5em 0;font-size:.92em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
 th{background:#f6f0ea} td:first-child,th:first-child{text-align:left}
 figure{margin:1em 0} figcaption{font-size:.9em;color:#555} img{max-width:100%}
 .note{background:#fff6e5;border-left:4px solid #e67e22;padding:.5em 1em} pre{white-space:pre-wrap}
 footer{margin-top:3em;font-size:.8em;color:#777}
 </style></head><body>
 <h1>{{ title|e }}</h1>
-{% for s in sections %}<section>{% if s.heading %}<h2>{{ s.heading|e }}</h2>{% endif %}{{ s.html }}</section>
+{% for s in sections %}<section>{% if s.heading %}<h2>{{ s.heading|e }}</h2>{% endif %}
+{{ s.html }}</section>
 {% endfor %}
-<footer>Written by fugu {{ version }} on {{ when }}. Self-contained: no network needed to view.</footer>
+<footer>Written by fugu {{ version }} on {{ when }}.
+Self-contained: no network needed to view.</footer>
 </body></html>
 """
 
@@ -60,11 +64,19 @@ class Report:
     def add_preformatted(self, heading: str, text: str) -> None:
         self.sections.append(_Section(heading, f"<pre>{html.escape(text)}</pre>"))
 
-    def add_table(self, heading: str, header: list[str], rows: list[list[Any]], caption: str = "") -> None:
+    def add_table(
+        self, heading: str, header: list[str], rows: list[list[Any]], caption: str = ""
+    ) -> None:
         head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in r) + "</tr>" for r in rows)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in r) + "</tr>" for r in rows
+        )
         cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-        self.sections.append(_Section(heading, f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"))
+        self.sections.append(
+            _Section(
+                heading, f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            )
+        )
 
     def add_figure(self, heading: str, fig: Any, caption: str = "") -> None:
         """Add a matplotlib figure (rendered to PNG, base64-inlined, then closed)."""
@@ -76,7 +88,12 @@ class Report:
         data = base64.b64encode(buf.getvalue()).decode()
         cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
         alt = html.escape(heading or caption or "figure")
-        self.sections.append(_Section(heading, f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">{cap}</figure>'))
+        self.sections.append(
+            _Section(
+                heading,
+                f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">{cap}</figure>',
+            )
+        )
 
     def render(self) -> str:
         import jinja2
@@ -85,7 +102,9 @@ class Report:
 
         env = jinja2.Environment(autoescape=False)
         return env.from_string(_TEMPLATE).render(
-            title=self.title, sections=self.sections, version=__version__,
+            title=self.title,
+            sections=self.sections,
+            version=__version__,
             when=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         )
 
