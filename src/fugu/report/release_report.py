@@ -1,0 +1,291 @@
+"""The HTML report of saved releases (``fugu report RELEASE(S)``).
+
+For every release: the guarantee in plain words, its parameters, the expected error of a random
+workload of range queries (when the release answers range queries and knows its error), a
+heatmap of the two widest attributes, and — when the publisher passes the true data — released
+against true answers. Across releases: predicted error against ε (the noise of central and
+Blowfish releases scales as 1/ε; of local-DP frequency oracles as e^(ε/2)/(e^ε − 1)), with the
+measured error of each release at its own ε when the truth is known.
+
+Only released values, public parameters and (optionally) the publisher's own true counts enter
+the report; it is written for the publisher. Do not publish a report that shows true values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..queries import mae, random_workload, rmse
+from . import Report
+from .demo_report import _edge_labels, pair_heatmaps
+from .plain import plain_text
+from .plots import error_vs_epsilon_figure, expected_error_figure, heatmap_pair_figure
+from .plots import true_vs_noisy_figure
+
+__all__ = ["write_release_report", "noise_scale"]
+
+EPSILON_GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)
+
+
+def noise_scale(model: str, epsilon: float) -> float | None:
+    """How the noise's standard deviation grows as ε shrinks, up to a constant (None: unknown).
+
+    Central and Blowfish releases add noise of scale S/ε. Local-DP frequency oracles (OLH,
+    OUE) have variance ∝ e^ε/(e^ε − 1)² per user (Wang et al. 2017), so sd ∝ e^(ε/2)/(e^ε − 1).
+    Graph releases calibrate to data-dependent quantities: no simple law.
+
+    >>> noise_scale("central-dp", 0.5) / noise_scale("central-dp", 1.0)
+    2.0
+    """
+    if model in ("central-dp", "blowfish"):
+        return 1.0 / epsilon
+    if model == "ldp":
+        return math.exp(epsilon / 2) / math.expm1(epsilon)
+    return None
+
+
+def _safe(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception:  # a release kind that cannot do this step is shown without it
+        return None
+
+
+def write_release_report(
+    releases: Sequence[tuple[str, Any]],
+    path: str | Path,
+    *,
+    truth: Callable[[Any], np.ndarray | None] | None = None,
+    n_queries: int = 500,
+    seed: int = 0,
+    title: str | None = None,
+) -> Path:
+    """Write one self-contained HTML report about ``releases`` ((label, Release) pairs).
+
+    ``truth(domain)`` returns the publisher's true dense counts over a release's domain (or
+    None); it enables the true-vs-released comparisons. The query workload uses public
+    randomness seeded by ``seed``.
+    """
+    rep = Report(title or f"fugu report: {len(releases)} release(s)")
+    rep.add_text(
+        "What this is",
+        "A description of each release: what its guarantee means, how accurate its answers are "
+        "expected to be, and what it looks like. "
+        + (
+            "True values are shown because the publisher supplied the data: this report is for "
+            "the publisher and must not be published with them."
+            if truth is not None
+            else "No true data was given, so every number here is either released or predicted."
+        ),
+    )
+    rows = []
+    for label, rel in releases:
+        g = rel.guarantee
+        rows.append(
+            [
+                label,
+                rel.kind,
+                g.model,
+                g.mechanism,
+                g.epsilon,
+                g.neighbours,
+                "yes" if g.private else "NO (seeded)",
+            ]
+        )
+    rep.add_table(
+        "Releases",
+        ["release", "kind", "model", "mechanism", "epsilon", "neighbours", "private"],
+        rows,
+    )
+    curves: dict[str, list[float]] = {}
+    measured: dict[str, tuple[float, float]] = {}
+    all_truth: dict[str, np.ndarray] = {}
+    all_answers: dict[str, np.ndarray] = {}
+    for label, rel in releases:
+        g = rel.guarantee
+        rep.add_text(f"{label}: the guarantee in plain words", plain_text(g))
+        rep.add_preformatted(f"{label}: the guarantee as recorded", g.describe())
+        params = dict(g.parameters)
+        if params:
+            rep.add_table(
+                f"{label}: parameters",
+                ["parameter", "value"],
+                [[k, _short(v)] for k, v in params.items()],
+            )
+        dom = rel.domain
+        if dom is None:
+            _scalar_section(rep, label, rel)
+            continue
+        true_counts = _safe(lambda d=dom: truth(d)) if truth is not None else None
+        wl = _safe(
+            lambda d=dom: random_workload(d, n_queries, n_predicates=(1, min(d.ndim, 3)), seed=seed)
+        )
+        est = _safe(lambda w=wl, r=rel: r.answer_many(w)) if wl is not None else None
+        if est is None:
+            rep.add_text(f"{label}: answers", "This release does not answer range queries.")
+            continue
+        exp = _safe(lambda w=wl, r=rel: np.array([r.expected_error(q) for q in w], dtype=float))
+        if exp is not None and not np.all(np.isfinite(exp)):
+            exp = None
+        t = wl.answer(true_counts, dom) if true_counts is not None else None
+        stats = [["queries", len(wl)]]
+        if exp is not None:
+            stats.append(
+                ["expected RMSE (root mean square over queries)", float(np.sqrt(np.mean(exp**2)))]
+            )
+            stats.append(["median expected RMSE", float(np.median(exp))])
+        if t is not None:
+            stats.append(["measured MAE (publisher only)", mae(est, t)])
+            stats.append(["measured RMSE (publisher only)", rmse(est, t)])
+            measured[label] = (float(g.epsilon), rmse(est, t))
+            all_truth[label] = t
+            all_answers[label] = est
+        rep.add_table(f"{label}: accuracy on {len(wl)} random range queries", ["", "value"], stats)
+        if exp is not None:
+            rep.add_table(
+                f"{label}: expected error per query (first 10)",
+                ["query", "released answer", "expected error (RMSE)"]
+                + (["true (publisher only)"] if t is not None else []),
+                [
+                    [str(wl[i]), float(est[i]), float(exp[i])]
+                    + ([float(t[i])] if t is not None else [])
+                    for i in range(min(10, len(wl)))
+                ],
+            )
+            rep.add_figure(
+                f"{label}: expected error per query",
+                expected_error_figure(
+                    exp, None if t is None else est - t, f"Expected error per query: {label}"
+                ),
+                "The line is the predicted RMSE of each query, before looking at the data.",
+            )
+            scale = noise_scale(g.model, float(g.epsilon))
+            if scale is not None:
+                base = float(np.sqrt(np.mean(exp**2))) / scale
+                curves[label] = [base * (noise_scale(g.model, e) or 0.0) for e in EPSILON_GRID]
+        if dom.ndim >= 2:
+            sizes = [a.size for a in dom.attributes]
+            order = sorted(range(dom.ndim), key=lambda i: -sizes[i])
+            axes = (min(order[:2]), max(order[:2]))
+            panels, edges = pair_heatmaps(
+                {f"{label} (released)": rel}, true_counts, dom, axes, bins=(24, 24)
+            )
+            a0, a1 = dom.attributes[axes[0]], dom.attributes[axes[1]]
+            rep.add_figure(
+                f"{label}: heatmap {a0.name} x {a1.name}",
+                heatmap_pair_figure(
+                    panels,
+                    a0.name,
+                    a1.name,
+                    f"Heatmap of {a0.name} x {a1.name}: {label}",
+                    xticks=_edge_labels(a0, edges[0]),
+                    yticks=_edge_labels(a1, edges[1]),
+                ),
+                "Counts summed over the other attributes.",
+            )
+        elif dom.ndim == 1:
+            _one_d_figure(rep, label, rel, true_counts)
+    if curves:
+        fig = error_vs_epsilon_figure(
+            EPSILON_GRID, curves, "Predicted error vs epsilon", "expected RMSE (records)"
+        )
+        ax = fig.axes[0]
+        for label, (e, m) in measured.items():
+            ax.scatter([e], [m], marker="*", s=120, color="black", zorder=5)
+            ax.annotate(
+                f"measured: {label}", (e, m), fontsize=7, xytext=(4, 4), textcoords="offset points"
+            )
+        rep.add_figure(
+            "Error vs epsilon",
+            fig,
+            "Lines: this release's expected error rescaled to other epsilons by how "
+            "its noise scales (a prediction; re-releasing costs budget). Stars: "
+            "measured error at the release's own epsilon (publisher only).",
+        )
+    if all_answers:
+        rep.add_figure(
+            "True vs released answers",
+            true_vs_noisy_figure(next(iter(all_truth.values())), all_answers)
+            if len({len(v) for v in all_truth.values()}) == 1 and _same_truth(all_truth)
+            else _per_release_scatter(all_truth, all_answers),
+            "Each dot is one range query; the orange line is 'released = true'.",
+        )
+    return rep.save(path)
+
+
+def _same_truth(t: dict[str, np.ndarray]) -> bool:
+    vals = list(t.values())
+    return all(v.shape == vals[0].shape and np.array_equal(v, vals[0]) for v in vals)
+
+
+def _per_release_scatter(truth: dict[str, np.ndarray], answers: dict[str, np.ndarray]) -> Any:
+    from . import matplotlib_agg
+    from .plots import PALETTE
+
+    plt = matplotlib_agg()
+    names = list(answers)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2), squeeze=False)
+    for ax, n in zip(axes[0], names, strict=True):
+        t, a = truth[n], answers[n]
+        ax.scatter(t, a, s=4, alpha=0.5, color=PALETTE[1])
+        lo, hi = float(min(t.min(), a.min())), float(max(t.max(), a.max()))
+        ax.plot([lo, hi], [lo, hi], color=PALETTE[0], lw=1)
+        ax.set_title(f"True vs noisy answers: {n}", fontsize=9)
+        ax.set_xlabel("true")
+        ax.set_ylabel("released")
+    fig.tight_layout()
+    return fig
+
+
+def _one_d_figure(rep: Report, label: str, rel: Any, true_counts: np.ndarray | None) -> None:
+    from . import matplotlib_agg
+    from .plots import PALETTE, coarse_grid_bounds
+
+    dom = rel.domain
+    plt = matplotlib_agg()
+    n = dom.shape[0]
+    bounds, edges = coarse_grid_bounds((n, 1), (0, 1), (min(n, 64), 1))
+    bounds = bounds[:, :1, :]
+    est = np.asarray(rel._answer_bounds(bounds), dtype=np.float64)
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    x = edges[0][:-1]
+    if true_counts is not None:
+        from ..queries import PrefixSums
+
+        ax.step(
+            x,
+            PrefixSums(true_counts).answer(bounds),
+            where="post",
+            color=PALETTE[1],
+            label="true (publisher only)",
+        )
+    ax.step(x, est, where="post", color=PALETTE[0], label="released")
+    ax.set_title(f"Released distribution of {dom.attributes[0].name}: {label}")
+    ax.set_xlabel(f"{dom.attributes[0].name} (code)")
+    ax.set_ylabel("count")
+    ax.legend(fontsize=8)
+    rep.add_figure(f"{label}: distribution", fig)
+
+
+def _scalar_section(rep: Report, label: str, rel: Any) -> None:
+    rows = []
+    value = _safe(lambda: rel.answer())
+    if value is not None:
+        rows.append(["released value", float(value)])
+    err = _safe(lambda: rel.expected_error())
+    rows.append(["expected error (RMSE)", "unknown (data-dependent)" if err is None else err])
+    for attr in ("statistic", "delta_hat", "noise_std"):
+        v = getattr(rel, attr, None)
+        if v is not None:
+            rows.append([attr, v])
+    rep.add_table(f"{label}: released value", ["", "value"], rows)
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= 120 else s[:117] + "..."
