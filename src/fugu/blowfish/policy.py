@@ -171,7 +171,8 @@ class Policy:
         if arr.size != domain.size:
             raise PolicyError(
                 f"partition blocks: got {arr.size} block ids for a domain of {domain.size} cells; "
-                f"give one block id per cell (shape {domain.shape}) or a per-attribute mapping"
+                f"the partition must cover the domain: give one block id per cell (shape "
+                f"{domain.shape}) or a per-attribute mapping"
             )
         if arr.dtype.kind not in "iu":
             if arr.dtype.kind == "f" and np.all(arr == np.rint(arr)):
@@ -478,15 +479,27 @@ class Policy:
         w = np.asarray(self.weights, dtype=np.float64)
         theta = float(self.theta or 0) + 1e-12
         reach = [min(n - 1, int(math.floor(theta / wj))) for n, wj in zip(shape, w, strict=True)]
-        for delta in itertools.product(*[range(-r, r + 1) for r in reach]):
-            arr = np.asarray(delta, np.int64)
-            nz = np.flatnonzero(arr)
-            if nz.size == 0 or arr[nz[0]] < 0:
-                continue
-            dist = np.abs(arr) * w
-            if (dist.sum() if self.metric == "l1" else dist.max()) <= theta:
-                out.append(arr)
+        grids = np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij")
+        cand = np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
+        dist = np.abs(cand) * w[None, :]
+        within = (dist.sum(axis=1) if self.metric == "l1" else dist.max(axis=1)) <= theta
+        nz = cand != 0
+        first = np.argmax(nz, axis=1)
+        positive = nz.any(axis=1) & (cand[np.arange(len(cand)), first] > 0)
+        out = list(cand[within & positive])
         return out
+
+    def has_edges(self) -> bool:
+        """True when the graph has at least one edge between two cells (cheap)."""
+        if self.kind in ("full", "attribute"):
+            return any(n >= 2 for n in self.domain.shape)
+        if self.kind == "distance":
+            assert self.weights is not None
+            return any(
+                n >= 2 and wj <= float(self.theta or 0) + 1e-12
+                for n, wj in zip(self.domain.shape, self.weights, strict=True)
+            )
+        return self.n_edges() > 0
 
     def n_edges(self) -> int:
         """Number of undirected edges between cells (⊥ edges not counted)."""
