@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,12 @@ from ..queries import mae, random_workload, rmse
 from . import Report
 from .demo_report import _edge_labels, pair_heatmaps
 from .plain import plain_text
-from .plots import error_vs_epsilon_figure, expected_error_figure, heatmap_pair_figure
-from .plots import true_vs_noisy_figure
+from .plots import (
+    error_vs_epsilon_figure,
+    expected_error_figure,
+    heatmap_pair_figure,
+    true_vs_noisy_figure,
+)
 
 __all__ = ["write_release_report", "noise_scale"]
 
@@ -121,15 +126,15 @@ def write_release_report(
         if dom is None:
             _scalar_section(rep, label, rel)
             continue
-        true_counts = _safe(lambda d=dom: truth(d)) if truth is not None else None
+        true_counts = _safe(partial(truth, dom)) if truth is not None else None
         wl = _safe(
-            lambda d=dom: random_workload(d, n_queries, n_predicates=(1, min(d.ndim, 3)), seed=seed)
+            partial(random_workload, dom, n_queries, n_predicates=(1, min(dom.ndim, 3)), seed=seed)
         )
-        est = _safe(lambda w=wl, r=rel: r.answer_many(w)) if wl is not None else None
+        est = _safe(partial(rel.answer_many, wl)) if wl is not None else None
         if est is None:
             rep.add_text(f"{label}: answers", "This release does not answer range queries.")
             continue
-        exp = _safe(lambda w=wl, r=rel: np.array([r.expected_error(q) for q in w], dtype=float))
+        exp = _safe(partial(_expected, rel, wl))
         if exp is not None and not np.all(np.isfinite(exp)):
             exp = None
         t = wl.answer(true_counts, dom) if true_counts is not None else None
@@ -216,6 +221,10 @@ def write_release_report(
             "Each dot is one range query; the orange line is 'released = true'.",
         )
     return rep.save(path)
+
+
+def _expected(rel: Any, wl: Any) -> np.ndarray:
+    return np.array([rel.expected_error(q) for q in wl], dtype=float)
 
 
 def _same_truth(t: dict[str, np.ndarray]) -> bool:
