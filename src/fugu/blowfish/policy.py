@@ -66,7 +66,6 @@ True
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence

@@ -449,12 +449,11 @@ def _sum_sensitivity(q: SumQuery, policy: Policy) -> SensitivityResult:
                 )
             else:
                 budget = theta
-                for a, n in sorted(
-                    zip(axes, sizes, strict=True), key=lambda t: policy.weights[t[0]]
-                ):  # type: ignore[index]
-                    take = min(n - 1, int(budget // policy.weights[a]))
+                wts = policy.weights
+                for ax, size in sorted(zip(axes, sizes, strict=True), key=lambda t: wts[t[0]]):
+                    take = min(size - 1, int(budget // wts[ax]))
                     best += take
-                    budget -= take * policy.weights[a]
+                    budget -= take * wts[ax]
         elif policy.kind == "partition" and policy.attribute_blocks is not None:
             best = float(sum(_max_gap(policy, a) for a in axes))
         else:
