@@ -7,6 +7,7 @@ Policies", SIGMOD 2014 (arXiv 1312.3913; seeds ``000_…``, ``001_…``).
 from .composition import blowfish_budget, charge_parallel, check_parallel
 from .constraints import Constraint, CountConstraint, MarginalConstraint
 from .cumulative import CumulativeRelease
+from .kmeans import KMeans
 from .laplace import LinearRelease, laplace
 from .ordered import ordered
 from .ordered_hierarchical import OHPlan, oh_plan, ordered_hierarchical
@@ -25,6 +26,7 @@ from .sensitivity import (
 
 __all__ = [
     "BOTTOM",
+    "KMeans",
     "Coarsening",
     "CumulativeRelease",
     "ordered",
