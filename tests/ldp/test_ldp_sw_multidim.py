@@ -186,11 +186,17 @@ def test_hio_decomposition_counts_every_value_once() -> None:
 
 def test_lhio_pairs_are_consistent(data) -> None:
     dom, recs, cube = data
-    rel = fugu.ldp.LHIO(dom, 1.0).simulate(recs, rng=fugu.RandomSource(seed=3))
-    m01, m02 = rel.pair("a0", "a1"), rel.pair("a0", "a2")
-    assert m01.min() >= 0 and m01.sum() == pytest.approx(N)
-    np.testing.assert_allclose(m01.sum(axis=1), m02.sum(axis=1), atol=N * 0.02)
-    assert "consistency" in " ".join(rel.guarantee.post_processing)
+    for norm in ("norm", "norm-sub"):
+        lhio = fugu.ldp.LHIO(dom, 1.0, normalisation=norm)
+        rel = lhio.simulate(recs, rng=fugu.RandomSource(seed=3))
+        m01, m02 = rel.pair("a0", "a1"), rel.pair("a0", "a2")
+        assert m01.sum() == pytest.approx(N)
+        np.testing.assert_allclose(m01.sum(axis=1), m02.sum(axis=1), atol=N * 0.02)
+        assert "consistency" in " ".join(rel.guarantee.post_processing)
+        if norm == "norm-sub":
+            assert m01.min() >= 0
+        else:  # unbiased: linear post-processing only
+            assert "unbiased" in " ".join(rel.guarantee.post_processing)
 
 
 def test_msw_is_a_product(data) -> None:

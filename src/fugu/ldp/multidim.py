@@ -32,8 +32,16 @@ after the frequency oracle / Square Wave is post-processing.
   consistency across pairs, and λ-D answers from the pairs.
 * :class:`CALM` (Zhang et al., CCS 2018, as adapted by Yang et al.) — all ``C(d,2)`` 2-way
   marginals over the full domains; users split over the pairs; adaptive oracle per pair;
-  post-processing = Norm-Sub and weighted consistency of the shared 1-D marginals, alternated,
-  ending with Norm-Sub (:func:`fugu.inference.ldp_post.consistent_grids`).
+  post-processing = a normalisation and variance-weighted consistency of the shared 1-D
+  marginals, alternated (:func:`fugu.inference.ldp_post.consistent_grids`).
+
+Normalisation (CALM, LHIO). The default ``normalisation="norm"`` shifts every cell of a pair
+equally so the pair sums to n: linear, so answers stay **unbiased** (fugu's rule), and cells may
+stay negative. ``"norm-sub"`` is the CALM paper's Norm-Sub (non-negative, biased). With c = 64
+every pair has 4,096 cells whose noise dwarfs the counts, and Norm-Sub then keeps only the noise
+peaks: measured on correlated Gaussian data (n = 10^6, d = 6, ε = 2, 30 queries) the 2-D MAE
+was 0.031 (CALM) and 0.023 (LHIO) with ``"norm"`` against 0.254 and 0.287 with ``"norm-sub"``
+(0.247 / 0.133 vs 0.298 / 0.307 at ε = 0.5).
 
 λ-D answers for LHIO and CALM (:class:`PairsRelease`): λ = 2 from the pair's matrix; λ ≥ 3 by
 the weighted update over the 2^λ in/out table fitted to all four in/out cells of every pair
@@ -52,7 +60,12 @@ from numpy.typing import NDArray
 
 from ..domain import Domain
 from ..errors import InvalidParameterError, check_positive_int
-from ..inference.ldp_post import GridEstimate, consistent_grids, estimate_from_pairs
+from ..inference.ldp_post import (
+    NORMALISATIONS,
+    GridEstimate,
+    consistent_grids,
+    estimate_from_pairs,
+)
 from ..inference.tree import canonical_runs, consistent_tree, tree_height
 from ..noise import RandomSource
 from ..queries import PrefixSums
@@ -393,12 +406,22 @@ class PairsRelease(Release):
         return cls(domain, guarantee, mats, meta["n"], meta.get("estimator", "full"))
 
 
+_NORM_WORDS = {
+    "norm": "shift to the total n (unbiased)",
+    "norm-sub": "Norm-Sub (non-negative, biased)",
+    "norm-mul": "Norm-Mul (non-negative, biased)",
+    "norm-cut": "Norm-Cut (non-negative, biased)",
+    "base-pos": "negatives clamped (biased)",
+}
+
+
 def _finish_pairs(
     pairs: list[tuple[int, int]],
     mats: list[NDArray[np.float64]],
     variances: list[float],
     n: float,
     max_iter: int,
+    method: str = "norm",
 ) -> tuple[dict[tuple[int, int], NDArray[np.float64]], int]:
     grids = [
         GridEstimate(
@@ -406,7 +429,7 @@ def _finish_pairs(
         )
         for (j, k), m, v in zip(pairs, mats, variances, strict=True)
     ]
-    out, rounds = consistent_grids(grids, n, max_iter=max_iter)
+    out, rounds = consistent_grids(grids, n, max_iter=max_iter, method=method)
     return {p: g.counts for p, g in zip(pairs, out, strict=True)}, rounds
 
 
@@ -420,8 +443,14 @@ class _PairsMethod(LDPProtocol):
         oracle: str = "adaptive",
         estimator: str = "full",
         max_iter: int = 100,
+        normalisation: str = "norm",
     ) -> None:
         super().__init__(domain, epsilon)
+        if normalisation not in NORMALISATIONS:
+            raise InvalidParameterError(
+                f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}"
+            )
+        self.normalisation = normalisation
         if domain.ndim < 2:
             raise InvalidParameterError(
                 f"{self.name.upper()} measures attribute pairs; the domain has {domain.ndim} "
@@ -436,7 +465,12 @@ class _PairsMethod(LDPProtocol):
         self.pairs = list(combinations(range(domain.ndim), 2))
 
     def _base_params(self) -> dict[str, Any]:
-        return {"oracle": self.oracle, "estimator": self.estimator, "max_iter": self.max_iter}
+        return {
+            "oracle": self.oracle,
+            "estimator": self.estimator,
+            "max_iter": self.max_iter,
+            "normalisation": self.normalisation,
+        }
 
     @property
     def n_groups(self) -> int:
@@ -458,10 +492,11 @@ class CALM(_PairsMethod):
     """CALM with all 2-way marginals (Zhang et al., CCS 2018, as used by Yang et al. §3).
 
     Users are split over the C(d,2) attribute pairs; each reports the cell of her pair's values
-    (``c_j·c_k`` cells) with the adaptive oracle at full ε. Post-processing: Norm-Sub and
-    variance-weighted consistency of shared 1-D marginals, alternated until nothing moves by
-    a count (at most ``max_iter`` rounds), ending with Norm-Sub. Error of a 2-D answer: about
-    ``(ωc)^2`` cells × ``C(d,2)·Var_cell`` before post-processing.
+    (``c_j·c_k`` cells) with the adaptive oracle at full ε. Post-processing: ``normalisation``
+    (default ``"norm"``, unbiased; ``"norm-sub"`` as in the CALM paper, see the module
+    docstring) and variance-weighted consistency of shared 1-D marginals, alternated until
+    nothing moves by a count (at most ``max_iter`` rounds). Error of a 2-D answer: variance about
+    ``(ωc)^2 · C(d,2)^2 · Var_cell(n / C(d,2))`` (the sum of ``(ωc)^2`` cells of one pair).
 
     >>> import fugu, numpy as np
     >>> dom = fugu.datasets.synthetic_domain(3, 8)
@@ -481,8 +516,9 @@ class CALM(_PairsMethod):
         oracle: str = "adaptive",
         estimator: str = "full",
         max_iter: int = 100,
+        normalisation: str = "norm",
     ) -> None:
-        super().__init__(domain, epsilon, oracle, estimator, max_iter)
+        super().__init__(domain, epsilon, oracle, estimator, max_iter, normalisation)
         self.grouped = GroupedOracle(
             self.epsilon, [self.sizes[j] * self.sizes[k] for j, k in self.pairs], oracle
         )
@@ -511,12 +547,15 @@ class CALM(_PairsMethod):
             variances.append(
                 self.grouped.cell_variance(i, max(ng[i], 1.0)) * scale**2 if ng[i] else 1e12
             )
-        matrices, rounds = _finish_pairs(self.pairs, mats, variances, n, self.max_iter)
+        matrices, rounds = _finish_pairs(
+            self.pairs, mats, variances, n, self.max_iter, self.normalisation
+        )
         g = self.guarantee(
             private=True,
             n=n,
             post_processing=(
-                f"Norm-Sub + consistency of shared 1-D marginals ({rounds} rounds)",
+                f"{_NORM_WORDS[self.normalisation]} + variance-weighted consistency of shared 1-D "
+                f"marginals ({rounds} rounds)",
                 f"lambda-D answers by weighted update ({self.estimator} in/out tables)",
             ),
         )
@@ -780,7 +819,8 @@ class LHIO(_PairsMethod):
     Users are split over the C(d,2) pairs × the ``(h_j+1)(h_k+1) − 1`` 2-D layers of each pair
     (225 groups for d = 6, c = 64, b = 4). Each reports the 2-D cell of her pair at her layer
     with the adaptive oracle at full ε. Post-processing (see the module docstring): per-pair
-    least-squares tree consistency along each attribute, then Norm-Sub + cross-pair consistency.
+    least-squares tree consistency along each attribute, then normalisation + cross-pair
+    consistency.
     """
 
     name = "lhio"
@@ -794,8 +834,9 @@ class LHIO(_PairsMethod):
         oracle: str = "adaptive",
         estimator: str = "full",
         max_iter: int = 100,
+        normalisation: str = "norm",
     ) -> None:
-        super().__init__(domain, epsilon, oracle, estimator, max_iter)
+        super().__init__(domain, epsilon, oracle, estimator, max_iter, normalisation)
         self.branching = check_positive_int(branching, "branching", 2)
         self.heights = [tree_height(c, self.branching) for c in self.sizes]
         self.groups: list[tuple[int, int, int, int]] = []  # (j, k, level_j, level_k)
@@ -857,13 +898,16 @@ class LHIO(_PairsMethod):
                     L[(lj, lk)] = arr
             mats.append(L[(hj, hk)][: self.sizes[j], : self.sizes[k]])
             variances.append(var.get((j, k), 1e12))
-        matrices, rounds = _finish_pairs(self.pairs, mats, variances, n, self.max_iter)
+        matrices, rounds = _finish_pairs(
+            self.pairs, mats, variances, n, self.max_iter, self.normalisation
+        )
         g = self.guarantee(
             private=True,
             n=n,
             post_processing=(
                 "2-D hierarchy least-squares consistency (Hay et al. along each attribute)",
-                f"Norm-Sub + consistency of shared 1-D marginals ({rounds} rounds)",
+                f"{_NORM_WORDS[self.normalisation]} + variance-weighted consistency of shared 1-D "
+                f"marginals ({rounds} rounds)",
                 f"lambda-D answers by weighted update ({self.estimator} in/out tables)",
             ),
         )

@@ -291,18 +291,20 @@ def _olh_support_numpy(
     acc0 = seeds.astype(_U32) + _U32((P5 + 4) & 0xFFFFFFFF)
     with np.errstate(over="ignore"):
         vin = values.astype(_U32) * _U32(P3)
-    ub = 2048
-    vb = max(1, min(values.size, (1 << 21) // ub))
+    # Blocks of ub users × vb values, sized to stay in cache; every step in place.
+    vb = min(values.size, 8192)
+    ub = max(1, (1 << 16) // vb)
     buf = np.empty((ub, vb), dtype=_U32)
     tmp = np.empty((ub, vb), dtype=_U32)
-    for i in range(0, seeds.size, ub):
-        a, lo_i, w_i = acc0[i : i + ub, None], lo[i : i + ub, None], width[i : i + ub, None]
-        m = a.shape[0]
-        for j in range(0, values.size, vb):
-            k = min(vb, values.size - j)
-            h, t = buf[:m, :k], tmp[:m, :k]
+    hit = np.empty((ub, vb), dtype=bool)
+    for j in range(0, values.size, vb):
+        k = min(vb, values.size - j)
+        vj = vin[None, j : j + k]
+        for i in range(0, seeds.size, ub):
+            m = min(ub, seeds.size - i)
+            h, t, mk = buf[:m, :k], tmp[:m, :k], hit[:m, :k]
             with np.errstate(over="ignore"):
-                np.add(a, vin[None, j : j + k], out=h)
+                np.add(acc0[i : i + m, None], vj, out=h)
                 np.right_shift(h, _U32(15), out=t)
                 np.left_shift(h, _U32(17), out=h)
                 np.bitwise_or(h, t, out=h)
@@ -315,8 +317,9 @@ def _olh_support_numpy(
                 np.multiply(h, _U32(P3), out=h)
                 np.right_shift(h, _U32(16), out=t)
                 np.bitwise_xor(h, t, out=h)
-                np.subtract(h, lo_i, out=h)
-            out[j : j + k] += np.count_nonzero(h < w_i, axis=0)
+                np.subtract(h, lo[i : i + m, None], out=h)
+            np.less(h, width[i : i + m, None], out=mk)
+            out[j : j + k] += mk.sum(axis=0, dtype=np.int64)
     return out
 
 

@@ -12,7 +12,10 @@ between the first and last edge. The report is ``ỹ ∈ [−b, 1 + b]`` with de
 density ratio between two inputs is at most ``p/q = e^ε``. The half-width maximises mutual
 information: ``b = (ε e^ε − e^ε + 1) / (2 e^ε (e^ε − 1 − ε))`` (0.358 at ε = 0.5, 0.256 at ε = 1,
 0.129 at ε = 2). Sampling: with probability ``2bp`` uniform on ``[x − b, x + b]``, otherwise
-uniform on the rest of ``[−b, 1 + b]`` (53-bit uniform floats from the RandomSource).
+uniform on the rest of ``[−b, 1 + b]`` (53-bit uniform floats from the RandomSource), then
+rounded to a public grid of ``2^-20`` (so the float's low bits cannot reveal ``x``; each grid
+cell's probability is still within ``e^ε`` across inputs, up to the 2^-53 resolution of the
+uniform draw).
 
 Server. Reports are counted into ``m`` equal output bins over ``[−b, 1 + b]`` (the mergeable
 state). The distribution is rebuilt on ``d' = r·c`` fine input bins, ``r = ⌈resolution/c⌉``
@@ -68,6 +71,9 @@ SOURCE = (
 )
 
 
+_GRID = float(2**20)
+
+
 def sw_half_width(epsilon: float) -> float:
     """The mutual-information-optimal half-width ``b`` of the square wave.
 
@@ -98,7 +104,9 @@ def sw_perturb(
     y_near = xx - bb + 2 * bb * u
     y_far = -bb + u  # uniform over a length-1 stretch, then skip the window
     y_far = np.where(y_far >= xx - bb, y_far + 2 * bb, y_far)
-    return np.where(near, y_near, y_far)
+    # Round to a public grid of 2^-20 so the low bits of a float cannot carry x (Mironov 2012).
+    y = np.round(np.where(near, y_near, y_far) * _GRID) / _GRID
+    return np.clip(y, -bb, 1 + bb)
 
 
 def sw_histogram(y: ArrayLike, b: float, m: int) -> NDArray[np.int64]:
