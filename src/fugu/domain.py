@@ -345,6 +345,8 @@ class Ordinal:
         if self.edges is None and arr.dtype.kind in "iu" and arr.size:
             # Fast path: integer column already inside the range (two reductions, one subtraction).
             if int(arr.min()) >= self.low and int(arr.max()) <= int(self.high):  # type: ignore[arg-type]
+                if self.low == 0:
+                    return arr.astype(np.int64, copy=False)
                 return (arr - self.low).astype(np.int64, copy=False)
         if self.edges is not None:
             e = np.asarray(self.edges)
@@ -654,10 +656,28 @@ class Domain:
                 f"the domain has {self.size:.3g} cells, too many for a flat 64-bit cell index; use "
                 f"per-attribute codes (encode_columns)"
             )
-        codes = self.encode_columns(columns, out_of_domain)
+        missing = [n for n in self.names if n not in columns]
+        if missing:
+            self.encode_columns(columns, out_of_domain)  # raises the standard error
+        flat: NDArray[np.int64] | None = None
+        for a in self.attributes:
+            c = a.encode(columns[a.name], out_of_domain)
+            if flat is None:
+                # The first attribute's codes may be the caller's own array: copy before the
+                # in-place updates that a second attribute needs.
+                flat = c.copy() if self.ndim > 1 else c
+            else:
+                if c.size != flat.size:
+                    raise DomainError("columns have different lengths")
+                dropped = ((flat < 0) | (c < 0)) if out_of_domain == "drop" else None
+                flat *= a.size
+                flat += c
+                if dropped is not None and dropped.any():
+                    flat[dropped] = -1
+        assert flat is not None
         if out_of_domain == "drop":
-            codes = codes[(codes >= 0).all(axis=1)]
-        return self.flatten(codes)
+            flat = flat[flat >= 0]
+        return flat
 
     def flatten(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """(n, d) codes → flat indices."""
