@@ -162,15 +162,17 @@ def bench_census(n_records: int, occ_groups: int, occ_per_group: int, income: in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
-    ap.add_argument("--skip-census", action="store_true")
+    ap.add_argument("--only", choices=["1d", "census"], help="run one part only")
     args = ap.parse_args()
     if args.quick:
-        bench_1d(100_000, 4096, 2000, [0.1, 1.0], reps=2)
-        if not args.skip_census:
+        if args.only != "census":
+            bench_1d(100_000, 4096, 2000, [0.1, 1.0], reps=2)
+        if args.only != "1d":
             bench_census(300_000, 8, 8, 50)
     else:
-        bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
-        if not args.skip_census:
+        if args.only != "census":
+            bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
+        if args.only != "1d":
             bench_census(10_000_000, 32, 16, 200)
 
 

@@ -47,7 +47,7 @@ from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import check_neighbours, guarantee, start
-from ..noise import RandomSource, grid_laplace
+from ..noise import GridNoise, RandomSource, grid_laplace
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee, Release
 from .wavelets import (
@@ -242,6 +242,37 @@ def _max_changed(transforms: list[AxisTransform], delta: int) -> int:
     return int(delta * np.prod([t.max_changed for t in transforms]))
 
 
+#: Coefficients noised per call; bounds the sampler's working memory on large cubes.
+SLAB = 1 << 21
+
+
+def _noise_in_slabs(
+    coef: NDArray[np.float64], sens: float, eps: float, source: RandomSource, max_changed: int
+) -> GridNoise:
+    """Add grid Laplace noise (unit weights) to ``coef`` in place, slab by slab.
+
+    With unit weights, :func:`grid_laplace`'s grid and effective sensitivity depend only on
+    (sensitivity, ε, max_changed), so every slab gets the same grid and the same scale λ: the
+    slabs together are exactly one grid-Laplace release of the whole array (checked below).
+    """
+    if not coef.flags.c_contiguous:  # pragma: no cover - the caller makes it contiguous
+        raise InvalidParameterError("internal error: coefficients must be C-contiguous")
+    flat = coef.reshape(-1)
+    info: GridNoise | None = None
+    for lo in range(0, max(flat.size, 1), SLAB):
+        part = flat[lo : lo + SLAB]
+        noisy, part_info = grid_laplace(part, sens, eps, source, max_changed=max_changed)
+        if info is None:
+            info = part_info
+        elif part_info.effective_sensitivity != info.effective_sensitivity or (
+            part.size and float(part_info.granularity.flat[0]) != float(info.granularity.flat[0])
+        ):  # pragma: no cover - guards the argument above
+            raise InvalidParameterError("internal error: slabs got different noise grids")
+        flat[lo : lo + SLAB] = noisy
+    assert info is not None
+    return info
+
+
 def privelet(
     hist: Histogram,
     epsilon: float,
@@ -292,18 +323,17 @@ def privelet(
     transforms = [transform_for(a, a.name in plain_names) for a in dom.attributes]
     rho = generalized_sensitivity(transforms)
     eps, source = start(epsilon, rng, accountant, "privelet cube")
-    coef = hn_forward(hist.counts.astype(np.float64), transforms)
+    coef = np.ascontiguousarray(hn_forward(hist.counts.astype(np.float64), transforms))
     weights = hn_weights(transforms)
     sens = delta * rho
     # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
     # the scaled coefficients have plain L1 sensitivity δρ, so one grid and one noise scale serve
     # every coefficient; dividing by the public W(c) afterwards is post-processing.
     coef *= weights
-    noisy, info = grid_laplace(coef, sens, eps, source, max_changed=_max_changed(transforms, delta))
+    info = _noise_in_slabs(coef, sens, eps, source, _max_changed(transforms, delta))
+    coef /= weights
+    estimate = hn_inverse(hn_project(coef, transforms), transforms)
     del coef
-    noisy /= weights
-    estimate = hn_inverse(hn_project(noisy, transforms), transforms)
-    del noisy
     lam = info.effective_sensitivity / eps
     unit_var = float(info.variance().reshape(-1)[0]) if info.granularity.size else 2 * lam * lam
     kinds = {
