@@ -259,8 +259,13 @@ def _noise_in_slabs(
         raise InvalidParameterError("internal error: coefficients must be C-contiguous")
     flat = coef.reshape(-1)
     info: GridNoise | None = None
-    for lo in range(0, max(flat.size, 1), SLAB):
-        part = flat[lo : lo + SLAB]
+    # grid_laplace caps max_changed at the slab size: every slab must hold >= max_changed values
+    step = max(SLAB, max_changed)
+    cuts = list(range(0, flat.size, step)) + [flat.size]
+    if len(cuts) > 2 and cuts[-1] - cuts[-2] < max_changed:
+        del cuts[-2]
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        part = flat[lo:hi]
         noisy, part_info = grid_laplace(part, sens, eps, source, max_changed=max_changed)
         if info is None:
             info = part_info
@@ -268,7 +273,7 @@ def _noise_in_slabs(
             part.size and float(part_info.granularity.flat[0]) != float(info.granularity.flat[0])
         ):  # pragma: no cover - guards the argument above
             raise InvalidParameterError("internal error: slabs got different noise grids")
-        flat[lo : lo + SLAB] = noisy
+        flat[lo:hi] = noisy
     assert info is not None
     return info
 
