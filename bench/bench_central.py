@@ -9,6 +9,8 @@ Run ``python bench/bench_central.py`` (full) or ``python bench/bench_central.py 
     build time measured in the same run, and peak memory (tracemalloc) of each step.
 (c) The accuracy table of (a) for ε in 0.1 … 2, with the analytic (predicted) RMSE next to the
     measured one.
+(d) The Privelet paper's experiment on Adult: square and relative error by query-coverage
+    quintile for Basic, Privelet, Privelet+ (age and sex plain) and hierarchical.
 """
 
 from __future__ import annotations
@@ -159,20 +161,58 @@ def bench_census(n_records: int, occ_groups: int, occ_per_group: int, income: in
         del rel
 
 
+def bench_adult(reps: int, n_queries: int) -> None:
+    """(d) The Privelet paper's experiment on Adult: error by query-coverage quintile."""
+    attrs = ["age", "sex", "occupation", "hours_per_week"]
+    hist = fugu.datasets.adult_histogram(attrs)
+    dom = hist.domain
+    n = float(hist.counts.sum())
+    w = random_workload(dom, n_queries, n_predicates=(1, 4), seed=0)
+    truth = w.answer(hist.counts, dom)
+    quint = np.searchsorted(np.quantile(truth, [0.2, 0.4, 0.6, 0.8]), truth, side="right")
+    print(
+        f"\n(d) Adult {dom.shape} ({'x'.join(attrs)}), {int(n):,} people, eps = 1, {n_queries:,} "
+        f"random 1-4 predicate queries, {reps} releases; by coverage quintile (1 = smallest)"
+    )
+    runs = {
+        "basic": lambda s: fugu.central.laplace(hist, 1.0, rng=s),
+        "privelet": lambda s: fugu.central.privelet(hist, 1.0, plain=None, rng=s),
+        "privelet+ (age,sex plain)": lambda s: fugu.central.privelet(
+            hist, 1.0, plain=["age", "sex"], rng=s
+        ),
+        "hierarchical": lambda s: fugu.central.hierarchical(hist, 1.0, rng=s),
+    }
+    print(f"{'mechanism':<27} {'square error per quintile':<52} relative error (bound 0.1% n)")
+    for name, run in runs.items():
+        se, re = np.zeros(len(w)), np.zeros(len(w))
+        for r in range(reps):
+            a = run(fugu.RandomSource(seed=r)).answer_many(w)
+            se += (a - truth) ** 2 / reps
+            re += fugu.queries.relative_error(a, truth, 0.001 * n) / reps
+        sq = " ".join(f"{se[quint == k].mean():9.3g}" for k in range(5))
+        rq = " ".join(f"{re[quint == k].mean():7.3f}" for k in range(5))
+        print(f"{name:<27} {sq}   {rq}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
-    ap.add_argument("--only", choices=["1d", "census"], help="run one part only")
+    ap.add_argument("--only", choices=["1d", "census", "adult"], help="run one part only")
     args = ap.parse_args()
+    part = args.only
     if args.quick:
-        if args.only != "census":
+        if part in (None, "1d"):
             bench_1d(100_000, 4096, 2000, [0.1, 1.0], reps=2)
-        if args.only != "1d":
+        if part in (None, "adult"):
+            bench_adult(reps=2, n_queries=500)
+        if part in (None, "census"):
             bench_census(300_000, 8, 8, 50)
     else:
-        if args.only != "census":
+        if part in (None, "1d"):
             bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
-        if args.only != "1d":
+        if part in (None, "adult"):
+            bench_adult(reps=5, n_queries=2000)
+        if part in (None, "census"):
             bench_census(10_000_000, 32, 16, 200)
 
 
