@@ -150,8 +150,13 @@ def bench_census(n_records: int, occ_groups: int, occ_per_group: int, income: in
         f"laplace (Basic) release: {t_lap:.2f} s wall, {c_lap:.2f} s CPU = {c_lap / c_hist:.2f}x "
         f"histogram build (CPU); peak RSS {m:,.0f} MiB"
     )
-    for plain in ("auto", ["age", "sex"]):
-        rel, dt, ct, m = _measure(lambda plain=plain: fugu.central.privelet(hist, 1.0, plain=plain))
+    plains: list[str | list[str]] = ["auto", ["age", "sex"]]
+    for plain in plains:
+
+        def run(plain: str | list[str] = plain) -> Any:
+            return fugu.central.privelet(hist, 1.0, plain=plain)
+
+        rel, dt, ct, m = _measure(run)
         kinds = rel.guarantee.parameters["transforms"]
         print(
             f"privelet+ plain={plain!r} {kinds}: {dt:.2f} s wall, {ct:.2f} s CPU = "

@@ -135,9 +135,9 @@ def test_multidimensional_inference_equals_dense_least_squares() -> None:
     )
     pred = c.expected_variance_many(boxes)
     for box, p in zip(boxes, pred, strict=True):
-        wv = np.zeros((4, 9))
-        wv[box[0, 0] : box[0, 1], box[1, 0] : box[1, 1]] = 1
-        wv = wv.reshape(-1)
+        grid = np.zeros((4, 9))
+        grid[box[0, 0] : box[0, 1], box[1, 0] : box[1, 1]] = 1
+        wv = grid.reshape(-1)
         assert p == pytest.approx(wv @ cov @ wv)
 
 
