@@ -195,3 +195,15 @@ def test_unknown_queries_and_shapes_rejected() -> None:
         sensitivity("histogram", "line")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
         brute_force_sensitivity("histogram", Policy.line(dom), n=20)
+
+
+def test_kmeans_queries_delegate_to_the_kmeans_module() -> None:
+    """He et al. §6 / CACM: q_size has sensitivity 2; q_sum is d(T) under G^full and the
+    paper's θ under G^{d,θ} (same-cluster moves; the safe value also covers cluster switches)."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 100), fugu.Ordinal("y", 0, 100)])
+    assert sensitivity("kmeans_qsize", Policy.full(dom)) == 2
+    assert sensitivity("kmeans_qsum", Policy.full(dom)) == 200
+    assert sensitivity("kmeans_qsum_paper", Policy.distance_threshold(dom, 5)) == 5
+    assert sensitivity("kmeans_qsum", Policy.distance_threshold(dom, 5)) >= 5
+    with pytest.raises(InvalidParameterError):
+        sensitivity("kmeans_median", Policy.full(dom))

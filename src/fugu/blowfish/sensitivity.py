@@ -357,7 +357,8 @@ def sensitivity(query: QueryLike, policy: Policy, *, detail: bool = False) -> An
     Parameters
     ----------
     query : str, query object, RangeQuery, Workload, or array
-        ``"histogram"``, ``"cumulative"``, ``"sum"``, :class:`HistogramQuery`,
+        ``"histogram"``, ``"cumulative"``, ``"sum"``, ``"kmeans_qsize"``, ``"kmeans_qsum"``,
+        ``"kmeans_qsum_paper"``, :class:`HistogramQuery`,
         :class:`Coarsening`, :class:`CumulativeHistogram`, :class:`SumQuery`, a
         :class:`~fugu.RangeQuery` or :class:`~fugu.Workload` (range-count queries), or a matrix
         ``W`` of shape (m, |T|) (dense or scipy sparse; columns in the domain's flat order).
@@ -374,11 +375,36 @@ def sensitivity(query: QueryLike, policy: Policy, *, detail: bool = False) -> An
         raise InvalidTypeError(
             f"policy must be a fugu.blowfish.Policy, got {type(policy).__name__}"
         )
+    if isinstance(query, str) and query.strip().lower().startswith("kmeans_"):
+        return _kmeans(query.strip().lower(), policy, detail)
     q = _normalise(query)
     if policy.constraints:
         res = _constrained(q, policy)
     else:
         res = _unconstrained(q, policy)
+    return res if detail else res.value
+
+
+def _kmeans(key: str, policy: Policy, detail: bool) -> Any:
+    """k-means queries (He et al. §6): ``kmeans_qsize`` (cluster sizes), ``kmeans_qsum`` (per-
+    cluster coordinate sums, safe: moves that switch clusters included) and
+    ``kmeans_qsum_paper`` (the paper's same-cluster values). Computed by
+    :mod:`fugu.blowfish.kmeans` on the policy's grid."""
+    from . import kmeans as km
+
+    if policy.constraints:
+        raise PolicyError("k-means sensitivities are defined for policies without constraints")
+    if key == "kmeans_qsize":
+        v, how = km.qsize_sensitivity(policy, policy.domain), "k-means q_size"
+    elif key in ("kmeans_qsum", "kmeans_qsum_safe"):
+        v, how = km.qsum_sensitivity(policy, policy.domain), "k-means q_sum (safe)"
+    elif key == "kmeans_qsum_paper":
+        v, how = km.qsum_sensitivity(policy, policy.domain, mode="paper"), "k-means q_sum (paper)"
+    else:
+        raise InvalidParameterError(
+            f"unknown k-means query {key!r}; use kmeans_qsize, kmeans_qsum or kmeans_qsum_paper"
+        )
+    res = SensitivityResult(float(v), True, f"closed form: {how} (fugu.blowfish.kmeans)")
     return res if detail else res.value
 
 
