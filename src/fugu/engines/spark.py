@@ -62,6 +62,7 @@ __all__ = [
     "partial_sums",
     "read",
     "session",
+    "to_dataframe",
 ]
 
 #: Histogram methods; "auto" picks DEFAULT_METHOD (chosen by bench/bench_engines.py).
@@ -141,12 +142,35 @@ def _to_dataframe(data: Any, spark: Any, sql: str | None) -> Any:
         return read(data, spark)
     from .duckdb_engine import _as_arrow
 
+    return to_dataframe(data, spark)
+
+
+def to_dataframe(data: Any, spark: Any = None, num_partitions: int | None = None) -> Any:
+    """A Spark DataFrame of an in-memory table (mapping of columns, pandas / Polars, Arrow).
+
+    Unsigned integer columns (Spark has none) become int64; uint64 values must fit in int64.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .duckdb_engine import _as_arrow
+
     table = _as_arrow(data)
     mod = type(table).__module__.split(".")[0]
     if mod == "polars":
         table = table.to_arrow()
-    spark = spark or session()
-    return spark.createDataFrame(table)
+    elif mod == "pandas":
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    elif isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    for i, field in enumerate(table.schema):
+        if pa.types.is_unsigned_integer(field.type):
+            col = table.column(i)
+            if pa.types.is_uint64(field.type) and len(col) and pc.max(col).as_py() >= 2**63:
+                raise InvalidTypeError(f"column {field.name!r} holds uint64 values >= 2**63, which Spark cannot store")
+            table = table.set_column(i, field.name, pc.cast(col, pa.int64()))
+    df = (spark or session()).createDataFrame(table)
+    return df.repartition(int(num_partitions)) if num_partitions else df
 
 
 def _check_columns(df: Any, columns: Sequence[str]) -> None:
@@ -312,11 +336,11 @@ def _locator(df: Any, domain: Any) -> Callable[[str], str]:
         from pyspark.sql import functions as F
 
         bad = _bad_sql(domain.attribute(column))
-        rows = (
-            df.where(F.expr(bad)).select(F.spark_partition_id().alias("p")).distinct()
-            .orderBy("p").limit(6).collect()
-        )
-        parts = [int(r["p"]) for r in rows]
+        # The partition id is taken before the filter (a non-deterministic column stops the
+        # filter from being pushed below the DataFrame's own repartitioning).
+        tagged = df.select(F.spark_partition_id().alias("__fugu_p"), _quote(column))
+        rows = tagged.where(F.expr(bad)).select("__fugu_p").distinct().orderBy("__fugu_p").limit(6).collect()
+        parts = [int(r["__fugu_p"]) for r in rows]
         if not parts:
             return "on Spark"
         return "on Spark partition" + ("s " if len(parts) > 1 else " ") + ", ".join(map(str, parts[:5])) + (
