@@ -16,6 +16,7 @@ Prints what it measured and ratios against baselines run in the same process:
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -25,10 +26,14 @@ from fugu.ldp import _fast
 from fugu.ldp.oracles import grr_perturb, grr_support, olh_g, olh_perturb, olh_support
 from fugu.ldp.square_wave import sw_perturb
 
+_CPU: list[float] = []
+
 
 def _t(fn, *a, **k):
-    t = time.perf_counter()
+    """Run fn; return (result, wall seconds); the CPU seconds go to _CPU[-1]."""
+    t, c = time.perf_counter(), time.process_time()
     out = fn(*a, **k)
+    _CPU.append(time.process_time() - c)
     return out, time.perf_counter() - t
 
 
@@ -39,20 +44,19 @@ def bench_aggregation(n: int, c: int = 4096) -> None:
     g = olh_g(1.0)
     seeds, y = olh_perturb(vals, g, 1.0, rng)
     _, t_grr = _t(grr_support, grr_perturb(vals, c, 1.0, rng), c)
-    rows = [("GRR bincount (baseline: no hashing)", t_grr)]
+    rows = [("GRR bincount (baseline: no hashing)", t_grr, _CPU[-1])]
     if _fast.numba_available():
         olh_support(seeds[:1000], y[:1000], c, g, backend="numba")  # compile / load cache
         fast, t_fast = _t(olh_support, seeds, y, c, g, backend="numba")
-        rows.append(("OLH numba fast path", t_fast))
+        rows.append(("OLH numba fast path", t_fast, _CPU[-1]))
     else:
         fast, t_fast = None, float("nan")
         print("numba not installed: no fast path")
     m = max(1, n // 10) if n >= 10**6 else n
     ref, t_np = _t(olh_support, seeds[:m], y[:m], c, g, backend="numpy")
     t_np *= n / m
-    rows.append(
-        (f"OLH numpy path{' (extrapolated from ' + f'{m:,} users)' if m < n else ''}", t_np)
-    )
+    label = f"OLH numpy path{' (extrapolated from ' + f'{m:,} users)' if m < n else ''}"
+    rows.append((label, t_np, _CPU[-1] * n / m))
     if fast is not None:
         assert np.array_equal(olh_support(seeds[:m], y[:m], c, g, backend="numba"), ref)
         print("numba and numpy support counts identical: yes")
@@ -65,12 +69,13 @@ def bench_aggregation(n: int, c: int = 4096) -> None:
             v = i % c
             (xxhash.xxh32_intdigest(v.to_bytes(4, "little"), seed=int(seeds[i % n])) * g) >> 32
         per = (time.perf_counter() - t) / k
-        rows.append(("python-xxhash loop per (user, value), extrapolated", per * n * c))
+        rows.append(("python-xxhash loop per (user, value), extrapolated", per * n * c, math.nan))
     except ImportError:
         pass
-    for name, secs in rows:
-        ratio = f"{secs / t_fast:8.1f}x" if fast is not None else ""
-        print(f"  {name:60s} {secs:9.2f} s  {ratio} vs fast path")
+    print(f"  {'':60s} {'wall':>9s}    {'CPU':>8s}")
+    for name, secs, cpu in rows:
+        ratio = f"{secs / t_fast:8.1f}x vs fast path" if fast is not None else ""
+        print(f"  {name:60s} {secs:9.2f} s  {cpu:8.2f} s  {ratio}")
 
 
 def bench_clients(n: int) -> None:

@@ -206,3 +206,32 @@ def test_msw_is_a_product(data) -> None:
     a0 = rel.answer({"a0": (0, 7)}) / N
     a1 = rel.answer({"a1": (4, 11)}) / N
     assert rel.answer(q) == pytest.approx(N * a0 * a1)
+
+
+@pytest.mark.parametrize("method", ["hio", "calm", "msw"])
+def test_multidim_clients_pass_the_ldp_audit(method) -> None:
+    """One group's randomiser on two records that differ in every attribute (the hard pair)."""
+    dom = fugu.datasets.synthetic_domain(2, 4)
+    proto = {
+        "hio": lambda: fugu.ldp.HIO(dom, 1.0, branching=2, oracle="grr"),
+        "calm": lambda: fugu.ldp.CALM(dom, 1.0, oracle="grr"),
+        "msw": lambda: fugu.ldp.MSW(dom, 1.0),
+    }[method]()
+    group = proto.n_groups - 1
+
+    def mech(record, rng, n):
+        codes = np.repeat(np.asarray(record, dtype=np.int64)[None], n, axis=0)
+        rep = proto.client(rng).perturb(codes, groups=np.full(n, group))
+        return rep.columns["y"].astype(np.float64)
+
+    res = audit(
+        mech,
+        [0, 0],
+        [3, 3],
+        1.0,
+        n_runs=50_000,
+        discrete=method != "msw",
+        vectorised=True,
+        statistic=(lambda out: out[:, 0]) if method != "msw" else None,
+    )
+    assert res.passed, str(res)
