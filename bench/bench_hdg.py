@@ -126,9 +126,14 @@ def run_mae(quick: bool) -> None:
     print(f"# not in {lost or 'none'}; at eps >= 0.5 not in {lost_high or 'none'}")
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
+CPU: dict[str, float] = {}
+
+
+def timed(fn: Callable[[], Any], key: str = "") -> tuple[Any, float]:
+    """Run ``fn``; return its result and wall seconds (CPU seconds go to ``CPU[key]``)."""
+    c0, t0 = time.process_time(), time.perf_counter()
     out = fn()
+    CPU[key] = time.process_time() - c0
     return out, time.perf_counter() - t0
 
 
@@ -138,6 +143,7 @@ def run_time(quick: bool) -> None:
     dom = synthetic_domain(d, c)
     w = fugu.queries.random_workload(dom, 1000, n_predicates=(2, 4), volume=0.5, seed=1)
     print("\n# HDG end to end, d = 6, c = 64, eps = 1, 1000 queries (lambda 2..4), seconds")
+    print("# (wall seconds; the 'cpu s' line: CPU seconds of this process, robust to other load)")
     print(f"{'n':>11} {'perturb':>8} {'aggregate':>9} {'postproc':>8} {'answer':>7} {'total':>7}"
           f" {'bincount':>8} {'agg/bincount':>12} {'g1':>3} {'g2':>3}")  # fmt: skip
     for n in sizes:
@@ -146,18 +152,25 @@ def run_time(quick: bool) -> None:
         del cols
         hdg = ldp.HDG(dom, eps, n_users=n)
         rng = fugu.RandomSource()  # the secure source, as in production
-        reports, t_p = timed(lambda hdg=hdg, codes=codes, rng=rng: hdg.client(rng).perturb(codes))
-        agg, t_a = timed(lambda hdg=hdg, reports=reports: hdg.aggregator().add(reports))
-        rel, t_e = timed(agg.estimate)
-        _, t_q = timed(lambda rel=rel: rel.answer_many(w))
+        reports, t_p = timed(
+            lambda hdg=hdg, codes=codes, rng=rng: hdg.client(rng).perturb(codes), "perturb"
+        )
+        agg, t_a = timed(lambda hdg=hdg, reports=reports: hdg.aggregator().add(reports), "agg")
+        rel, t_e = timed(agg.estimate, "post")
+        _, t_q = timed(lambda rel=rel: rel.answer_many(w), "answer")
         g = reports.columns["group"]
         b0 = reports.columns["bits"][:, 0]
         _, t_b = timed(
-            lambda g=g, b0=b0, m=hdg.n_groups: np.bincount(g * 256 + b0, minlength=256 * m)
+            lambda g=g, b0=b0, m=hdg.n_groups: np.bincount(g * 256 + b0, minlength=256 * m), "bc"
         )
         total = t_p + t_a + t_e + t_q
         print(f"{n:11,} {t_p:8.2f} {t_a:9.2f} {t_e:8.2f} {t_q:7.2f} {total:7.2f} {t_b:8.3f}"
               f" {t_a / t_b:12.1f} {hdg.g1[0]:3d} {hdg.g2[0]:3d}")  # fmt: skip
+        cpu = CPU
+        tot = sum(cpu[k] for k in ("perturb", "agg", "post", "answer"))
+        print(f"{'  cpu s':>11} {cpu['perturb']:8.2f} {cpu['agg']:9.2f} {cpu['post']:8.2f}"
+              f" {cpu['answer']:7.2f} {tot:7.2f}"
+              f" {cpu['bc']:8.3f} {cpu['agg'] / max(cpu['bc'], 1e-9):12.1f}")  # fmt: skip
         del reports, agg, codes
 
 
