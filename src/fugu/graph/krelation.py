@@ -1,0 +1,533 @@
+"""Sensitive K-relations: tuples annotated with positive Boolean expressions over participants.
+
+A *sensitive K-relation* (Chen and Zhou, "Recursive Mechanism", SIGMOD 2013, seed ``002_…``,
+Sec. 2.4 and Def. 14) maps each tuple to a positive Boolean expression (only ∧, ∨, True, False)
+over *participants* (people, nodes, edges): the tuple is present exactly when the expression is
+true with ``p := p has not withdrawn``. The positive relational algebra (union, projection,
+selection, natural join, renaming) acts on annotations by the K-relation rules:
+
+* union and projection: ``R1(t) ∨ R2(t)`` (∨ over all input tuples that project to ``t``);
+* natural join: ``R1(t1) ∧ R2(t2)``;
+* selection keeps an annotation or drops the tuple; renaming leaves it alone.
+
+**Canonical form (a privacy requirement).** The efficient Recursive Mechanism needs neighbouring
+relations to carry *φ-equivalent* annotations (spec 8.1(1)): two truth-table-equal expressions
+can relax to different functions φ, and a form chosen by the data would break Lemma 7. fugu keeps
+every annotation as its **minimal DNF**: a set of clauses, each a set of distinct participants,
+none a subset of another. For a monotone Boolean function this set (its minimal true sets) is
+unique, so the form depends only on the tuple's truth table, never on how or in which order it was
+built. When ``p`` withdraws, the minimal DNF of the restricted function is the old one without the
+clauses that mention ``p`` — exactly ``R(t)|p→False`` after the φ-invariant rewrites of the paper
+(identity, annihilator, absorption). So neighbours stay φ-equivalent by construction
+(:meth:`KRelation.withdraw` is that neighbour, and the tests check it).
+
+The price: a join of unions expands into DNF (at most ``max_clauses`` clauses per tuple; beyond
+that fugu refuses rather than switch to another form, which would be data-dependent).
+Duplicate participants inside a clause collapse (``a∧b ∧ b∧c`` → ``a∧b∧c``), which gives the better
+φ-sensitivity the paper uses for triangles (Fig. 2(a)).
+
+Example
+-------
+>>> from fugu.graph import KRelation
+>>> friends = KRelation.from_records(
+...     [{"a": 1, "b": 2}, {"a": 1, "b": 3}, {"a": 2, "b": 3}], owners=["a", "b"])
+>>> len(friends), friends.annotation((1, 2))
+(3, '1 ∧ 2')
+>>> fof = friends.rename({"b": "c"}).join(friends.rename({"a": "c"})).project(["a", "b"])
+>>> fof.annotation((1, 3))
+'1 ∧ 2 ∧ 3'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import EmptyDataError, InvalidParameterError, InvalidTypeError
+
+__all__ = ["KRelation", "Annotations", "minimal_dnf", "MAX_CLAUSES"]
+
+Clause = frozenset  # a set of participants that must all be present
+DNF = frozenset  # a set of clauses; empty = False
+
+#: Default limit on the number of clauses of one annotation (joins of unions expand into DNF).
+MAX_CLAUSES = 4096
+
+
+def minimal_dnf(clauses: Iterable[Iterable[Hashable]]) -> frozenset[frozenset[Hashable]]:
+    """The minimal DNF of ``∨_c ∧_{p∈c} p``: clauses that contain another clause are dropped.
+
+    >>> sorted(sorted(c) for c in minimal_dnf([{1, 2}, {1}, {2, 3}, {1, 3}]))
+    [[1], [2, 3]]
+    """
+    cs = sorted({frozenset(c) for c in clauses}, key=len)
+    keep: list[frozenset[Hashable]] = []
+    for c in cs:
+        if not any(k <= c for k in keep):
+            keep.append(c)
+    return frozenset(keep)
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """The compiled annotations of a relation: what the Recursive Mechanism works on.
+
+    Participants that occur in some annotation are numbered ``0..n_participants-1``; each tuple
+    ``t`` has clauses ``tuple_ptr[t]:tuple_ptr[t+1]``, clause ``c`` has the participants
+    ``clause_vars[clause_ptr[c]:clause_ptr[c+1]]`` (distinct), and ``weights[t] = q(t) > 0``.
+    """
+
+    n_participants: int
+    clause_ptr: NDArray[np.int64]
+    clause_vars: NDArray[np.int64]
+    tuple_ptr: NDArray[np.int64]
+    weights: NDArray[np.float64]
+    labels: tuple[Any, ...] | None = None
+
+    @property
+    def n_tuples(self) -> int:
+        return int(self.weights.size)
+
+    @property
+    def n_clauses(self) -> int:
+        return int(self.clause_ptr.size - 1)
+
+    @property
+    def size(self) -> int:
+        """Total annotation length L (the LP has O(L) rows and columns)."""
+        return int(self.clause_vars.size)
+
+    def total(self) -> float:
+        """q(supp R) = Σ_t q(t): the true answer."""
+        return float(self.weights.sum())
+
+    def clause_tuple(self) -> NDArray[np.int64]:
+        """For every clause, the tuple it belongs to."""
+        return np.repeat(np.arange(self.n_tuples), np.diff(self.tuple_ptr))
+
+    def incidence(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Distinct (tuple, participant) pairs: the participants occurring in each annotation."""
+        ct = self.clause_tuple()
+        ctv = np.repeat(ct, np.diff(self.clause_ptr))
+        key = np.unique(ctv * np.int64(max(1, self.n_participants)) + self.clause_vars)
+        n = np.int64(max(1, self.n_participants))
+        return key // n, key % n
+
+    def impact(self) -> NDArray[np.float64]:
+        """Σ_{t ∋ p} q(t) for every participant p (= Σ_t q(t) S_{R(t),p} in minimal DNF)."""
+        t, p = self.incidence()
+        return np.bincount(p, weights=self.weights[t], minlength=self.n_participants)
+
+    def evaluate(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+        """φ_{R(t)}(f) for every tuple (spec 5.2): ∧ → max(0, Σ − (m−1)), ∨ → max."""
+        lens = np.diff(self.clause_ptr)
+        sums = np.add.reduceat(f[self.clause_vars], self.clause_ptr[:-1]) if self.n_clauses else np.zeros(0)
+        clause_val = np.maximum(0.0, sums - (lens - 1))
+        if not self.n_tuples:
+            return np.zeros(0)
+        return np.asarray(np.maximum.reduceat(clause_val, self.tuple_ptr[:-1]), dtype=np.float64)
+
+    def truth(self, present: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Whether each tuple is present when exactly the participants in ``present`` take part."""
+        return self.evaluate(present.astype(np.float64)) > 0.5
+
+    @staticmethod
+    def conjunctions(
+        vars_: NDArray[np.int64], weights: NDArray[np.float64] | None, n_participants: int, labels: Sequence[Any] | None = None
+    ) -> Annotations:
+        """One clause per tuple: row ``t`` of the (n, k) array ``vars_`` (distinct per row)."""
+        vars_ = np.ascontiguousarray(vars_, dtype=np.int64)
+        n, k = vars_.shape
+        w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+        return Annotations(
+            n_participants=int(n_participants),
+            clause_ptr=np.arange(n + 1, dtype=np.int64) * k,
+            clause_vars=vars_.reshape(-1),
+            tuple_ptr=np.arange(n + 1, dtype=np.int64),
+            weights=w,
+            labels=None if labels is None else tuple(labels),
+        )
+
+    def restrict(self, keep: NDArray[np.bool_]) -> Annotations:
+        """The annotations when only the participants with ``keep[p]`` take part (an ancestor).
+
+        Clauses with a withdrawn participant are dropped, tuples with no clause left vanish and
+        participants that no longer occur are renumbered away. In minimal DNF this is exactly
+        the neighbour/ancestor relation of the paper (spec 8.1(5)).
+        """
+        lens = np.diff(self.clause_ptr)
+        bad = ~keep[self.clause_vars]
+        clause_ok = np.add.reduceat(bad.astype(np.int64), self.clause_ptr[:-1]) == 0 if self.n_clauses else np.zeros(0, bool)
+        per_tuple = np.add.reduceat(clause_ok.astype(np.int64), self.tuple_ptr[:-1]) if self.n_tuples else np.zeros(0, np.int64)
+        tuple_ok = per_tuple > 0
+        kept_vars = self.clause_vars[np.repeat(clause_ok, lens)]
+        used = np.zeros(self.n_participants, bool)
+        used[kept_vars] = True
+        newid = np.cumsum(used) - 1
+        new_lens = lens[clause_ok]
+        labels = None if self.labels is None else tuple(lab for lab, u in zip(self.labels, used, strict=True) if u)
+        return Annotations(
+            n_participants=int(used.sum()),
+            clause_ptr=np.concatenate([[0], np.cumsum(new_lens)]).astype(np.int64),
+            clause_vars=newid[kept_vars].astype(np.int64),
+            tuple_ptr=np.concatenate([[0], np.cumsum(per_tuple[tuple_ok])]).astype(np.int64),
+            weights=self.weights[tuple_ok],
+            labels=labels,
+        )
+
+    def withdraw(self, p: int) -> Annotations:
+        """The neighbour without participant ``p`` (an index)."""
+        keep = np.ones(self.n_participants, bool)
+        keep[p] = False
+        return self.restrict(keep)
+
+
+def _records(data: Any) -> list[dict[str, Any]]:
+    """Rows of a list of dicts, a dict of columns, a pandas or a Polars DataFrame."""
+    mod = type(data).__module__
+    if mod.startswith("pandas"):
+        return list(data.to_dict("records"))
+    if mod.startswith("polars"):
+        return list(data.to_dicts())
+    if isinstance(data, Mapping):
+        cols = {k: list(v) for k, v in data.items()}
+        lens = {len(v) for v in cols.values()}
+        if len(lens) > 1:
+            raise InvalidParameterError(f"columns have different lengths {sorted(lens)}")
+        n = lens.pop() if lens else 0
+        return [{k: v[i] for k, v in cols.items()} for i in range(n)]
+    if isinstance(data, list | tuple):
+        if not all(isinstance(r, Mapping) for r in data):
+            raise InvalidTypeError("records must be dicts (column -> value)")
+        return [dict(r) for r in data]
+    raise InvalidTypeError(
+        f"cannot read records from {type(data).__name__}; give a list of dicts, a dict of columns, "
+        f"or a pandas/Polars DataFrame"
+    )
+
+
+def _owner_values(v: Any) -> list[Any]:
+    if isinstance(v, list | tuple | set | frozenset):
+        return list(v)
+    if v is None or (isinstance(v, float) and v != v):
+        raise InvalidParameterError(
+            "an owner value is missing (None/NaN); every base tuple must name its owner(s) — a "
+            "tuple owned by nobody is public and must be handled outside the mechanism"
+        )
+    return [v]
+
+
+class KRelation:
+    """A sensitive K-relation: tuples with positive Boolean annotations over participants.
+
+    Build one with :meth:`from_records` (each base tuple names its owner or owners; jointly owned
+    tuples are annotated with the ∧ of their owners) and combine relations with :meth:`union`,
+    :meth:`project`, :meth:`select`, :meth:`join` and :meth:`rename`. Annotations are kept in
+    minimal DNF (see the module docstring: this is what keeps neighbours φ-equivalent).
+    Answer a linear statistic privately with :func:`fugu.graph.answer`.
+
+    Parameters
+    ----------
+    columns : sequence of str
+    rows : mapping tuple → iterable of clauses (each an iterable of participants)
+    max_clauses : int
+        Refuse annotations with more clauses than this (default :data:`MAX_CLAUSES`).
+    """
+
+    def __init__(
+        self,
+        columns: Sequence[str],
+        rows: Mapping[tuple[Any, ...], Iterable[Iterable[Hashable]]] | None = None,
+        *,
+        max_clauses: int = MAX_CLAUSES,
+    ) -> None:
+        self.columns = tuple(str(c) for c in columns)
+        if len(set(self.columns)) != len(self.columns):
+            raise InvalidParameterError(f"column names must be distinct, got {self.columns}")
+        self.max_clauses = int(max_clauses)
+        self._rows: dict[tuple[Any, ...], frozenset[frozenset[Hashable]]] = {}
+        self._compiled: Annotations | None = None
+        self._values: NDArray[Any] | None = None
+        for t, ann in (rows or {}).items():
+            t = tuple(t)
+            if len(t) != len(self.columns):
+                raise InvalidParameterError(f"tuple {t!r} has {len(t)} values for columns {self.columns}")
+            dnf = minimal_dnf(ann)
+            self._check(t, dnf)
+            if dnf:
+                self._rows[t] = dnf
+
+    def _check(self, t: tuple[Any, ...], dnf: frozenset[frozenset[Hashable]]) -> None:
+        if frozenset() in dnf:
+            raise InvalidParameterError(
+                f"tuple {t!r} is annotated True (present whoever withdraws): public tuples make "
+                f"H_0 ≠ 0 (spec 8.1(2)); give it an owner or add its contribution outside the mechanism"
+            )
+        if len(dnf) > self.max_clauses:
+            raise InvalidParameterError(
+                f"the annotation of tuple {t!r} has {len(dnf)} clauses in minimal DNF, more than "
+                f"max_clauses={self.max_clauses}; raise max_clauses or reorder the query so unions "
+                f"are taken after joins"
+            )
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_records(
+        cls,
+        data: Any,
+        *,
+        owners: str | Sequence[str],
+        columns: Sequence[str] | None = None,
+        max_clauses: int = MAX_CLAUSES,
+    ) -> KRelation:
+        """A base relation from records; each tuple is annotated with the ∧ of its owners.
+
+        Parameters
+        ----------
+        data : list of dicts, dict of columns, pandas or Polars DataFrame
+        owners : str or list of str
+            Column(s) naming the participant(s) who own each tuple. A cell may hold one
+            participant or a list/tuple of them (joint ownership). An edge under node privacy is
+            owned by both its end points: ``owners=["src", "dst"]``.
+        columns : list of str, optional
+            The tuple's columns (default: all columns, owner columns included).
+
+        Identical tuples are merged with ∨ (set semantics).
+        """
+        rows = _records(data)
+        owner_cols = [owners] if isinstance(owners, str) else list(owners)
+        if not owner_cols:
+            raise InvalidParameterError("owners must name at least one column")
+        if columns is None:
+            columns = list(rows[0].keys()) if rows else list(owner_cols)
+        cols = tuple(columns)
+        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
+        for i, r in enumerate(rows):
+            try:
+                t = tuple(r[c] for c in cols)
+                clause = frozenset(p for c in owner_cols for p in _owner_values(r[c]))
+            except KeyError as exc:
+                raise InvalidParameterError(f"record {i} has no column {exc.args[0]!r}") from None
+            acc.setdefault(t, set()).add(clause)
+        return cls(cols, acc, max_clauses=max_clauses)
+
+    @classmethod
+    def _from_conjunctions(
+        cls, columns: Sequence[str], values: NDArray[Any], annotations: Annotations
+    ) -> KRelation:
+        """A relation with one conjunction per tuple, kept as arrays (pattern occurrences)."""
+        rel = cls(columns)
+        rel._compiled = annotations
+        rel._values = values
+        return rel
+
+    def _materialise(self) -> dict[tuple[Any, ...], frozenset[frozenset[Hashable]]]:
+        if self._values is not None and self._compiled is not None and not self._rows:
+            ann = self._compiled
+            labels = ann.labels if ann.labels is not None else tuple(range(ann.n_participants))
+            vals = self._values.tolist()
+            vars_ = ann.clause_vars.tolist()
+            ptr = ann.clause_ptr.tolist()
+            for t in range(ann.n_tuples):
+                row = tuple(vals[t]) if isinstance(vals[t], list) else (vals[t],)
+                clause = frozenset(labels[v] for v in vars_[ptr[t] : ptr[t + 1]])
+                self._rows[row] = minimal_dnf([*(self._rows.get(row, ())), clause])
+        return self._rows
+
+    # -- inspection ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        if self._compiled is not None and not self._rows:
+            return self._compiled.n_tuples
+        return len(self._rows)
+
+    def __repr__(self) -> str:
+        return f"<KRelation columns={self.columns} tuples={len(self)}>"
+
+    def tuples(self) -> list[tuple[Any, ...]]:
+        """The support: every tuple with a non-False annotation."""
+        return list(self._materialise())
+
+    def dnf(self, t: tuple[Any, ...]) -> frozenset[frozenset[Hashable]]:
+        """The annotation of ``t`` as a set of clauses (empty: ``t`` is absent)."""
+        return self._materialise().get(tuple(t), frozenset())
+
+    def annotation(self, t: tuple[Any, ...]) -> str:
+        """The annotation of ``t`` as text, e.g. ``'a ∧ b ∧ (c ∨ d)'`` is shown as DNF."""
+        dnf = self.dnf(t)
+        if not dnf:
+            return "False"
+        parts = [" ∧ ".join(sorted(map(str, c))) for c in dnf]
+        parts.sort()
+        if len(parts) == 1:
+            return parts[0]
+        return " ∨ ".join(f"({p})" if "∧" in p else p for p in parts)
+
+    @property
+    def participants(self) -> list[Hashable]:
+        """Participants occurring in some annotation (withdrawing anyone else changes nothing)."""
+        if self._compiled is not None and not self._rows and self._compiled.labels is not None:
+            return list(self._compiled.labels)
+        seen: dict[Hashable, None] = {}
+        for dnf in self._materialise().values():
+            for c in dnf:
+                for p in c:
+                    seen.setdefault(p, None)
+        return list(seen)
+
+    # -- positive relational algebra -----------------------------------------------------------
+    def _new(self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Iterable[Iterable[Hashable]]]) -> KRelation:
+        return KRelation(columns, acc, max_clauses=self.max_clauses)
+
+    def union(self, other: KRelation) -> KRelation:
+        """``R1 ∪ R2``: annotations ``R1(t) ∨ R2(t)``; both must have the same columns."""
+        _require(other)
+        if other.columns != self.columns:
+            raise InvalidParameterError(f"union needs the same columns, got {self.columns} and {other.columns}")
+        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
+        for rel in (self, other):
+            for t, dnf in rel._materialise().items():
+                acc.setdefault(t, set()).update(dnf)
+        return self._new(self.columns, acc)
+
+    def project(self, columns: Sequence[str]) -> KRelation:
+        """``π_columns R``: the ∨ of the annotations of all tuples that project to the same row."""
+        cols = tuple(columns)
+        idx = [self._index(c) for c in cols]
+        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
+        for t, dnf in self._materialise().items():
+            acc.setdefault(tuple(t[i] for i in idx), set()).update(dnf)
+        return self._new(cols, acc)
+
+    def select(self, predicate: Callable[[dict[str, Any]], bool] | Mapping[str, Any]) -> KRelation:
+        """``σ R``: keep the tuples for which ``predicate(row_dict)`` is true (or that match a
+        mapping column → value). The predicate must only look at the tuple itself."""
+        if isinstance(predicate, Mapping):
+            want = dict(predicate)
+            for c in want:
+                self._index(c)
+
+            def pred(row: dict[str, Any]) -> bool:
+                return all(row[c] == v for c, v in want.items())
+        elif callable(predicate):
+            pred = predicate
+        else:
+            raise InvalidTypeError("predicate must be a callable(row_dict) -> bool or a mapping column -> value")
+        acc = {t: dnf for t, dnf in self._materialise().items() if pred(dict(zip(self.columns, t, strict=True)))}
+        return self._new(self.columns, acc)
+
+    def rename(self, mapping: Mapping[str, str]) -> KRelation:
+        """``ρ R``: rename columns; annotations are unchanged."""
+        for c in mapping:
+            self._index(c)
+        cols = tuple(mapping.get(c, c) for c in self.columns)
+        return self._new(cols, self._materialise())
+
+    def join(self, other: KRelation) -> KRelation:
+        """``R1 ⋈ R2`` on the shared columns: annotations ``R1(t1) ∧ R2(t2)`` (in minimal DNF)."""
+        _require(other)
+        shared = [c for c in self.columns if c in other.columns]
+        extra = [c for c in other.columns if c not in self.columns]
+        li = [self._index(c) for c in shared]
+        ri = [other._index(c) for c in shared]
+        xi = [other._index(c) for c in extra]
+        index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], frozenset[frozenset[Hashable]]]]] = {}
+        for t, dnf in other._materialise().items():
+            index.setdefault(tuple(t[i] for i in ri), []).append((t, dnf))
+        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
+        for t, dnf in self._materialise().items():
+            for u, dnf2 in index.get(tuple(t[i] for i in li), ()):
+                row = t + tuple(u[i] for i in xi)
+                acc.setdefault(row, set()).update(a | b for a in dnf for b in dnf2)
+        return self._new(self.columns + tuple(extra), acc)
+
+    def _index(self, c: str) -> int:
+        try:
+            return self.columns.index(c)
+        except ValueError:
+            raise InvalidParameterError(f"no column {c!r}; columns are {self.columns}") from None
+
+    # -- neighbours ----------------------------------------------------------------------------
+    def withdraw(self, participant: Hashable) -> KRelation:
+        """The neighbouring relation in which ``participant`` has withdrawn.
+
+        Its tuples vanish; every other annotation is the old one with ``participant := False``,
+        still in minimal DNF (the same form the builders produce on the data without it).
+        """
+        acc = {}
+        for t, dnf in self._materialise().items():
+            kept = frozenset(c for c in dnf if participant not in c)
+            if kept:
+                acc[t] = kept
+        return self._new(self.columns, acc)
+
+    # -- compile -------------------------------------------------------------------------------
+    def compile(self, weights: Callable[[dict[str, Any]], float] | Sequence[float] | NDArray[Any] | str | None = None) -> Annotations:
+        """The annotations as arrays, with the per-tuple weights q(t) (tuples of weight 0 dropped).
+
+        ``weights``: None (count: q ≡ 1), a column name, a callable on the row dict, or an array
+        aligned with :meth:`tuples`. Weights must be finite and ≥ 0 (split signed weights with
+        :func:`fugu.graph.answer`).
+        """
+        if self._compiled is not None and not self._rows and weights is None:
+            return self._compiled
+        rows = self._materialise()
+        w = self._weights(weights)
+        if w.size and (not np.all(np.isfinite(w)) or np.any(w < 0)):
+            raise InvalidParameterError(
+                "weights must be finite and >= 0; for signed weights use fugu.graph.answer(..., "
+                "split_signed=True), which answers the positive and negative parts separately"
+            )
+        labels: dict[Hashable, int] = {}
+        clause_vars: list[int] = []
+        clause_lens: list[int] = []
+        tuple_lens: list[int] = []
+        tw: list[float] = []
+        for (_t, dnf), wt in zip(rows.items(), w, strict=True):
+            if wt == 0:
+                continue
+            tw.append(float(wt))
+            tuple_lens.append(len(dnf))
+            for c in sorted(dnf, key=_clause_key):
+                clause_lens.append(len(c))
+                clause_vars.extend(labels.setdefault(p, len(labels)) for p in sorted(c, key=repr))
+        return Annotations(
+            n_participants=len(labels),
+            clause_ptr=np.concatenate([[0], np.cumsum(clause_lens, dtype=np.int64)]).astype(np.int64),
+            clause_vars=np.asarray(clause_vars, dtype=np.int64),
+            tuple_ptr=np.concatenate([[0], np.cumsum(tuple_lens, dtype=np.int64)]).astype(np.int64),
+            weights=np.asarray(tw, dtype=np.float64),
+            labels=tuple(labels),
+        )
+
+    def _weights(self, weights: Any) -> NDArray[np.float64]:
+        rows = self._materialise()
+        n = len(rows)
+        if weights is None:
+            return np.ones(n)
+        if isinstance(weights, str):
+            i = self._index(weights)
+            return np.asarray([float(t[i]) for t in rows], dtype=np.float64)
+        if callable(weights):
+            return np.asarray([float(weights(dict(zip(self.columns, t, strict=True)))) for t in rows], dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.size != n:
+            raise InvalidParameterError(f"weights has {w.size} entries for {n} tuples (in the order of .tuples())")
+        return w
+
+
+def _clause_key(c: frozenset[Hashable]) -> tuple[int, str]:
+    return (len(c), repr(sorted(map(repr, c))))
+
+
+def _require(other: Any) -> None:
+    if not isinstance(other, KRelation):
+        raise InvalidTypeError(f"expected a KRelation, got {type(other).__name__}")
+
+
+def require_nonempty(ann: Annotations) -> None:
+    if ann.n_tuples == 0:
+        raise EmptyDataError("the relation is empty: nothing to count")

@@ -1,0 +1,253 @@
+"""The linear programs of the efficient Recursive Mechanism (spec 5.6), solved with HiGHS.
+
+Columns: ``f_p ∈ [0,1]`` per participant, ``z_c ∈ [0,1]`` per clause of two or more participants
+(the ∧ node), ``r_t ∈ [0,1]`` per tuple of two or more clauses (the ∨ node), and for G one ``w``.
+Rows: ``Σ_{p∈c} f_p − z_c ≤ |c| − 1`` per ∧ node, ``val(c) − r_t ≤ 0`` per clause of an ∨ node,
+and for G ``Σ_{t∋p} q(t) val(t) − w ≤ 0`` per participant (S_{R(t),p} = 1 in minimal DNF).
+
+* ``H_i = min Σ_t q(t) val(t)`` subject to ``Σ_p f_p = i`` (eq. 16);
+* ``G_i = 2 · min w`` subject to ``Σ_p f_p = i`` (eq. 19);
+* the X program (eq. 20) drops the equality and minimises ``Σ_t q(t) val(t) − Δ̂ Σ_p f_p``.
+
+Every solve checks ``status == 0``. H values used for the released X are *certified*
+(spec 8.1(6)): an upper bound is φ evaluated exactly at a feasible point built from the solver's
+f, a lower bound comes from weak duality with the solver's multipliers; the gap must be at most
+the public tolerance τ, else the LP is re-solved with dual simplex and, failing that, refused.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+from scipy.optimize import linprog
+
+from ..errors import FuguError
+from .krelation import Annotations
+
+__all__ = ["LPModel", "SolverError"]
+
+METHODS = ("highs-ipm", "highs-ds", "highs")
+
+
+class SolverError(FuguError, RuntimeError):
+    """A linear program did not solve to optimality (or not precisely enough)."""
+
+
+@dataclass
+class LPStats:
+    n_solves: int = 0
+    seconds: float = 0.0
+    per_lp: list[tuple[str, float]] = field(default_factory=list)
+
+
+class LPModel:
+    """The constraint system of spec 5.6 for one set of annotations, built once, solved often."""
+
+    def __init__(
+        self,
+        ann: Annotations,
+        *,
+        method: str = "highs-ipm",
+        g_method: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        if method not in METHODS:
+            raise FuguError(f"method must be one of {METHODS}, got {method!r}")
+        self.ann = ann
+        self.method = method
+        self.g_method = g_method or method
+        self.progress = progress
+        self.stats = LPStats()
+        n_p = ann.n_participants
+        lens = np.diff(ann.clause_ptr)
+        ncl = np.diff(ann.tuple_ptr)
+        multi_c = lens >= 2
+        multi_t = ncl >= 2
+        self.n_f = n_p
+        z_col = np.full(ann.n_clauses, -1, np.int64)
+        z_col[multi_c] = n_p + np.arange(int(multi_c.sum()))
+        n_z = int(multi_c.sum())
+        r_col = np.full(ann.n_tuples, -1, np.int64)
+        r_col[multi_t] = n_p + n_z + np.arange(int(multi_t.sum()))
+        n_cols = n_p + n_z + int(multi_t.sum())
+        self.n_cols = n_cols  # without w
+        # value column of every clause and tuple
+        first_var = ann.clause_vars[ann.clause_ptr[:-1]] if ann.n_clauses else np.zeros(0, np.int64)
+        clause_val = np.where(multi_c, z_col, first_var)
+        first_clause = ann.tuple_ptr[:-1]
+        tuple_val = np.where(multi_t, r_col, clause_val[first_clause] if ann.n_tuples else np.zeros(0, np.int64))
+        self.tuple_val = tuple_val
+        rows: list[NDArray[np.int64]] = []
+        cols: list[NDArray[np.int64]] = []
+        vals: list[NDArray[np.float64]] = []
+        rhs: list[NDArray[np.float64]] = []
+        n_rows = 0
+        # ∧ rows
+        mc = np.flatnonzero(multi_c)
+        if mc.size:
+            row_of_clause = np.full(ann.n_clauses, -1, np.int64)
+            row_of_clause[mc] = np.arange(mc.size)
+            clause_of_var = np.repeat(np.arange(ann.n_clauses), lens)
+            sel = multi_c[clause_of_var]
+            rows += [row_of_clause[clause_of_var[sel]], np.arange(mc.size)]
+            cols += [ann.clause_vars[sel], z_col[mc]]
+            vals += [np.ones(int(sel.sum())), -np.ones(mc.size)]
+            rhs.append((lens[mc] - 1).astype(np.float64))
+            n_rows += mc.size
+        # ∨ rows
+        mt = multi_t[np.repeat(np.arange(ann.n_tuples), ncl)] if ann.n_tuples else np.zeros(0, bool)
+        clauses_in_or = np.flatnonzero(mt)
+        if clauses_in_or.size:
+            owner_t = np.repeat(np.arange(ann.n_tuples), ncl)[clauses_in_or]
+            r = n_rows + np.arange(clauses_in_or.size)
+            rows += [r, r]
+            cols += [clause_val[clauses_in_or], r_col[owner_t]]
+            vals += [np.ones(r.size), -np.ones(r.size)]
+            rhs.append(np.zeros(r.size))
+            n_rows += r.size
+        self.n_base_rows = n_rows
+        self.base = (
+            np.concatenate(rows) if rows else np.zeros(0, np.int64),
+            np.concatenate(cols) if cols else np.zeros(0, np.int64),
+            np.concatenate(vals) if vals else np.zeros(0),
+        )
+        self.base_rhs = np.concatenate(rhs) if rhs else np.zeros(0)
+        # objective Σ_t q(t) val(t)
+        c = np.zeros(n_cols)
+        np.add.at(c, tuple_val, ann.weights)
+        self.c_h = c
+        self._a_h: sp.csr_array | None = None
+        self._a_g: sp.csr_array | None = None
+        self._g_rhs: NDArray[np.float64] | None = None
+
+    # -- matrices ------------------------------------------------------------------------------
+    def _a_base(self, extra_cols: int = 0) -> sp.csr_array:
+        r, c, v = self.base
+        return sp.csr_array((v, (r, c)), shape=(self.n_base_rows, self.n_cols + extra_cols))
+
+    @property
+    def a_h(self) -> sp.csr_array:
+        if self._a_h is None:
+            self._a_h = self._a_base()
+        return self._a_h
+
+    @property
+    def a_g(self) -> sp.csr_array:
+        if self._a_g is None:
+            t, p = self.ann.incidence()
+            w_col = self.n_cols
+            r0 = self.n_base_rows
+            used = np.unique(p)
+            row_of_p = np.full(self.ann.n_participants, -1, np.int64)
+            row_of_p[used] = r0 + np.arange(used.size)
+            r, c, v = self.base
+            rows = np.concatenate([r, row_of_p[p], row_of_p[used]])
+            cols = np.concatenate([c, self.tuple_val[t], np.full(used.size, w_col)])
+            vals = np.concatenate([v, self.ann.weights[t], -np.ones(used.size)])
+            a = sp.coo_array((vals, (rows, cols)), shape=(r0 + used.size, self.n_cols + 1)).tocsr()
+            a.sum_duplicates()
+            self._a_g = a
+            self._g_rhs = np.concatenate([self.base_rhs, np.zeros(used.size)])
+        return self._a_g
+
+    def _bounds(self, g: bool) -> NDArray[np.float64]:
+        ub = np.ones(self.n_cols + (1 if g else 0))
+        if g:
+            ub[-1] = max(1.0, float(self.ann.weights.sum()))
+        return np.stack([np.zeros_like(ub), ub], axis=1)
+
+    def _eq(self, g: bool) -> sp.csr_array:
+        n = self.n_cols + (1 if g else 0)
+        return sp.csr_array((np.ones(self.n_f), (np.zeros(self.n_f, np.int64), np.arange(self.n_f))), shape=(1, n))
+
+    # -- solving ---------------------------------------------------------------------------------
+    def _solve(self, label: str, c: NDArray[np.float64], a: sp.csr_array, b: NDArray[np.float64],
+               a_eq: sp.csr_array | None, b_eq: NDArray[np.float64] | None, bounds: NDArray[np.float64],
+               method: str) -> object:
+        if self.progress is not None:
+            self.progress(label)
+        t0 = time.perf_counter()
+        res = linprog(
+            c, A_ub=a if a.shape[0] else None, b_ub=b if a.shape[0] else None, A_eq=a_eq, b_eq=b_eq,
+            bounds=bounds, method=method,
+        )
+        dt = time.perf_counter() - t0
+        self.stats.n_solves += 1
+        self.stats.seconds += dt
+        self.stats.per_lp.append((label, dt))
+        if res.status != 0:
+            raise SolverError(f"the {label} linear program did not solve ({method}: status {res.status}, {res.message})")
+        return res
+
+    def h_value(self, i: int, tau: float = math.inf) -> float:
+        """H_i, certified to within ``tau`` when ``tau`` is finite (else the solver's value)."""
+        n = self.n_f
+        if i <= 0:
+            return 0.0
+        if i >= n:
+            return self.ann.total()
+        last: tuple[float, float] = (0.0, 0.0)
+        for method in dict.fromkeys((self.method, "highs-ds")):
+            res = self._solve(f"H[{i}]", self.c_h, self.a_h, self.base_rhs, self._eq(False),
+                              np.array([float(i)]), self._bounds(False), method)
+            if not math.isfinite(tau):
+                return float(res.fun)  # type: ignore[attr-defined]
+            upper = self._upper(res.x[: self.n_f], float(i))  # type: ignore[attr-defined]
+            lower = self._lower(res, self.c_h, self.a_h, self.base_rhs, float(i), self._bounds(False))
+            last = (lower, upper)
+            if upper - lower <= tau:
+                return upper
+        raise SolverError(
+            f"H[{i}] could not be certified to the tolerance {tau:g} (bounds {last[0]:.9g} .. {last[1]:.9g}); "
+            f"raise tolerance="
+        )
+
+    def g_value(self, i: int) -> float:
+        """G_i = 2 · min_f max_p Σ_t q(t) φ_t(f) S_{t,p} with |f| = i (eq. 19)."""
+        if i <= 0:
+            return 0.0
+        if i >= self.n_f:
+            return 2.0 * float(self.ann.impact().max(initial=0.0))
+        a = self.a_g
+        assert self._g_rhs is not None
+        c = np.zeros(self.n_cols + 1)
+        c[-1] = 1.0
+        res = self._solve(f"G[{i}]", c, a, self._g_rhs, self._eq(True), np.array([float(i)]), self._bounds(True), self.g_method)
+        return 2.0 * float(res.fun)  # type: ignore[attr-defined]
+
+    def x_argmin(self, delta_hat: float) -> float:
+        """The real minimiser i' = Σ_p f_p of the X program (eq. 20)."""
+        c = self.c_h.copy()
+        c[: self.n_f] -= delta_hat
+        res = self._solve("X", c, self.a_h, self.base_rhs, None, None, self._bounds(False), self.method)
+        return float(np.clip(res.x[: self.n_f], 0, 1).sum())  # type: ignore[attr-defined]
+
+    # -- certification ---------------------------------------------------------------------------
+    def _upper(self, f: NDArray[np.float64], i: float) -> float:
+        """Σ_t q(t) φ_t(f') at a point f' with |f'| = i exactly (an upper bound on H_i)."""
+        f = np.clip(f, 0.0, 1.0)
+        s = float(f.sum())
+        n = f.size
+        if s > i:
+            f = f * (i / s)
+        elif s < i:
+            f = f + (1.0 - f) * ((i - s) / max(n - s, 1e-300))
+            f = np.clip(f, 0.0, 1.0)
+        return float(self.ann.weights @ self.ann.evaluate(f))
+
+    def _lower(self, res: object, c: NDArray[np.float64], a: sp.csr_array, b: NDArray[np.float64],
+               i: float, bounds: NDArray[np.float64]) -> float:
+        """Weak-duality lower bound from the solver's multipliers (valid for any multipliers)."""
+        y = np.minimum(np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)  # type: ignore[attr-defined]
+        y_eq = float(np.asarray(res.eqlin.marginals, dtype=np.float64)[0])  # type: ignore[attr-defined]
+        d = c - a.T @ y
+        d[: self.n_f] -= y_eq
+        lb, ub = bounds[:, 0], bounds[:, 1]
+        box = np.where(d >= 0, d * lb, d * ub).sum()
+        return float(b @ y + y_eq * i + box)
