@@ -16,6 +16,20 @@ docstrings for the privacy statement. This module holds what they share:
   group per grid, every user reporting the cell of her record in her group's grid through a
   :class:`~fugu.ldp.oracles.GroupedOracle`.
 * :class:`GridRelease` — Phase 3: answers λ-D range queries for any λ (see its docstring).
+
+Where fugu departs from the authors' code (privmdr; spec §7), and why:
+
+* Frequency oracle: OUE by default, as in the code (the paper's text says OLH, whose variance
+  it quotes with OUE's p = 1/2, q = 1/(e^ε+1)); OLH, GRR and adaptive are options. Real OUE
+  reports are produced (the code simulates the bit counts).
+* Consistency weights: inverse variance for both methods, as the paper's §4.2 derives (TDG's
+  code uses the plain mean; identical when all grids have the same variance).
+* Phase 2 and the weighted updates stop when nothing moves by one user (the paper's threshold
+  1/n) instead of running a fixed 100 rounds: same MAE to five decimals, about 10× faster.
+* λ-D estimator: all four in/out cells of each pair by default (``estimator="full"``); the
+  code's (in, in)-only rule (which the paper's Q(q)^{(j,k)} describes) is ``"in-in"``.
+* Domain sizes need not be powers of two; λ = 1 queries are answered (the code crashes);
+  users are assigned to groups by a balanced public random permutation.
 """
 
 from __future__ import annotations
