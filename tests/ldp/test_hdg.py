@@ -320,3 +320,24 @@ def test_expected_error_matches_empirical_rmse() -> None:
     assert np.all(rmse > 0.4 * exp) and np.all(rmse < 1.4 * exp), (rmse, exp)
     assert rel.expected_error(fugu.RangeQuery({})) == 0.0
     assert rel.expected_error(fugu.RangeQuery({"a0": (0, 3), "a1": (0, 3), "a2": (0, 3)})) is None
+
+
+def test_fast_oue_joint_distribution_is_exact() -> None:
+    """Chi-square of the 16 report patterns of a 4-cell grid against the exact OUE pmf
+    (p-value > 1e-4: false-failure rate 1e-4)."""
+    from fugu.testing import chi_square_pmf
+
+    eps, n = 1.3, 200_000
+    q = 1 / (math.exp(eps) + 1)
+    bits = oue_grouped_perturb(
+        np.zeros(n, np.int64), np.full(n, 2), np.array([4]), 1, eps, fugu.RandomSource(seed=21)
+    )
+    codes = np.unpackbits(bits, axis=1, count=4, bitorder="little") @ (1 << np.arange(4))
+    patterns = np.array(np.unravel_index(np.arange(16), (2,) * 4))[::-1].T  # bit i of code
+    probs = np.where(np.arange(4) == 2, 0.5, q)
+    pmf = np.prod(np.where(patterns == 1, probs, 1 - probs), axis=1)
+    assert pmf.sum() == pytest.approx(1.0)
+    assert (
+        chi_square_pmf(codes, lambda k: np.where((k >= 0) & (k < 16), pmf[np.clip(k, 0, 15)], 0.0))
+        > 1e-4
+    )
