@@ -256,3 +256,10 @@ def test_accountant_is_charged_under_the_policy() -> None:
         ordered(h, 0.4, pol, accountant=acct)
     with pytest.raises(InvalidParameterError, match="policy"):
         ordered(h, 0.1, Policy.distance_threshold(h.domain, 2), accountant=acct)
+
+
+def test_plan_needs_integer_theta() -> None:
+    with pytest.raises(fugu.InvalidTypeError):
+        oh_plan(100, 2.5, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError):
+        oh_plan(100, -1, 1.0)

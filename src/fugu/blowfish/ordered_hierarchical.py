@@ -115,8 +115,7 @@ def oh_plan(
     ``eps_split`` fixes the S-part's share of ε; ``fanout``/``height`` fix the structure.
     """
     k = check_positive_int(k, "k")
-    if theta < 0:
-        raise InvalidParameterError(f"theta must be >= 0, got {theta}")
+    theta = check_positive_int(theta, "theta (largest rank gap of a secret edge)", 0)
     if eps_split is not None and not 0 < eps_split < 1:
         raise InvalidParameterError(
             f"eps_split is the S-part's share of epsilon, in (0, 1); got {eps_split}"

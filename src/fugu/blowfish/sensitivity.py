@@ -782,8 +782,16 @@ def constrained_histogram_sensitivity(policy: Policy) -> SensitivityResult:
     # 2·max(α, ξ) is attained when the moves can use distinct cells; on the complete graph that
     # holds when every constrained count covers at least two cells
     masks, _ = _constraint_queries(policy)
+    covered = np.sum(masks, axis=0) if masks else np.zeros(policy.domain.size)
+    free = int(np.sum(covered == 0))
+    # attained when the moves can use distinct cells: on the complete graph with disjoint counts
+    # of >= 2 cells each, and two free cells when the longest structure is a v+ → v− path
     exact = (
-        policy.kind == "full" and not policy.has_bottom_edges() and all(m.sum() >= 2 for m in masks)
+        policy.kind == "full"
+        and not policy.has_bottom_edges()
+        and bool(np.all(covered <= 1))
+        and all(m.sum() >= 2 for m in masks)
+        and (free >= 2 or xi <= alpha)
     )
     how = "policy graph, exact search: 2·max(α, ξ)" + (
         "" if exact else " (upper bound: moves may cancel)"
