@@ -54,12 +54,18 @@ def source_sql(path: str | Path | None, sql: str | None) -> str:
 class _Connection:
     """A DuckDB connection with the input registered; closes itself."""
 
-    def __init__(self, data: Any, sql: str | None, threads: int | None, progress: bool) -> None:
+    def __init__(
+        self, data: Any, sql: str | None, threads: int | None, progress: bool, memory_limit: str | None = None
+    ) -> None:
         import duckdb
 
         self.con = duckdb.connect()
         if threads:
             self.con.execute(f"SET threads={int(threads)}")
+        limit = memory_limit or _rlimit_budget()
+        if limit:
+            self.con.execute(f"SET memory_limit='{limit}'")
+        self.con.execute("SET preserve_insertion_order=false")
         if progress:
             self.con.execute("SET enable_progress_bar=true")
         if sql is not None or data is None or isinstance(data, str | Path):
@@ -100,6 +106,31 @@ class _Connection:
 
     def close(self) -> None:
         self.con.close()
+
+
+def _rlimit_budget() -> str | None:
+    """A DuckDB memory limit inside the process's own limit (RLIMIT_DATA / RLIMIT_AS), if any.
+
+    DuckDB sizes its buffer pool from the machine's RAM; under a process limit (a container, a
+    batch scheduler, ``ulimit -d``) it would fail to allocate instead of spilling to disk. Half of
+    what is left under the limit is given to DuckDB.
+    """
+    try:
+        import resource
+
+        limits = [resource.getrlimit(r)[0] for r in (resource.RLIMIT_DATA, resource.RLIMIT_AS)]
+        finite = [lim for lim in limits if lim not in (resource.RLIM_INFINITY, -1) and lim > 0]
+        if not finite:
+            return None
+        used = 0
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    used = int(line.split()[1]) * 1024
+        left = max(min(finite) - used, 0)
+        return f"{max(left // 2, 32 * 2**20) // 2**20}MB"
+    except (ImportError, OSError, ValueError):  # pragma: no cover - non-Linux
+        return None
 
 
 def _as_arrow(data: Any) -> Any:
