@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -63,15 +64,14 @@ def bench_time(quick: bool) -> None:
         rows.append(
             (
                 f"OH θ={theta} (least squares)",
-                timed(lambda p=pol: ordered_hierarchical(hist, 1.0, p, rng=rng), rep),
+                timed(partial(ordered_hierarchical, hist, 1.0, pol, rng=rng), rep),
             )
         )
         rows.append(
             (
                 f"OH θ={theta} (no consistency)",
                 timed(
-                    lambda p=pol: ordered_hierarchical(hist, 1.0, p, consistency=False, rng=rng),
-                    rep,
+                    partial(ordered_hierarchical, hist, 1.0, pol, consistency=False, rng=rng), rep
                 ),
             )
         )
@@ -157,6 +157,15 @@ def bench_theta(quick: bool) -> None:
         theta_table(hist, ths, runs)
 
 
+def seeded(
+    mech: Callable[..., fugu.Release], hist: fugu.Histogram, pol: Policy, base: int, **kw: object
+) -> Callable[[int], fugu.Release]:
+    def make(s: int) -> fugu.Release:
+        return mech(hist, 1.0, pol, rng=fugu.RandomSource(seed=base + s), **kw)
+
+    return make
+
+
 def theta_table(hist: fugu.Histogram, ths: list[int], runs: int) -> None:
     dom = hist.domain
     w = fugu.random_workload(dom, 2000, seed=3)
@@ -173,16 +182,10 @@ def theta_table(hist: fugu.Histogram, ths: list[int], runs: int) -> None:
         if th >= dom.size:
             continue
         pol = Policy.distance_threshold(dom, th)
-        o = mse_of(lambda s, p=pol: ordered(hist, 1.0, p, rng=fugu.RandomSource(seed=100 + s)))
-        oi = mse_of(
-            lambda s, p=pol: ordered(
-                hist, 1.0, p, inference=True, rng=fugu.RandomSource(seed=100 + s)
-            )
-        )
+        o = mse_of(seeded(ordered, hist, pol, 100))
+        oi = mse_of(seeded(ordered, hist, pol, 100, inference=True))
         st = ordered_hierarchical(hist, 1.0, pol, rng=fugu.RandomSource(seed=0)).structure
-        oh = mse_of(
-            lambda s, p=pol: ordered_hierarchical(hist, 1.0, p, rng=fugu.RandomSource(seed=200 + s))
-        )
+        oh = mse_of(seeded(ordered_hierarchical, hist, pol, 200))
         cands = [("Ordered", o), ("Ordered+iso", oi), ("OH", oh), ("Hier", hier)]
         best = min(cands, key=lambda t: t[1])[0]
         cells = [
