@@ -217,3 +217,22 @@ def test_bad_input() -> None:
 def test_axis_trees_custom_shares() -> None:
     trees = axis_trees(DOM_1D, branching=16, budget=[1, 1, 1, 5])
     assert trees[0].p == pytest.approx((0.125, 0.125, 0.125, 0.625))
+
+
+def test_geometric_budget_measured_matches_analytic() -> None:
+    """40 releases, 3,000 ranges: measured MSE within 15% of the analytic value (the relative
+    SD of the measured mean is about 4%, so a false failure needs a 3.6-SD deviation)."""
+    hist = fugu.Histogram(COUNTS_1D, DOM_1D)
+    w = random_workload(DOM_1D, 3000, seed=1)
+    truth = w.answer(COUNTS_1D, DOM_1D)
+    mse = []
+    rel = None
+    for s in range(40):
+        rel = hierarchical(hist, 1.0, budget="geometric", rng=_rng(s))
+        mse.append(np.mean((rel.answer_many(w) - truth) ** 2))
+    assert rel is not None and rel.guarantee.sensitivity is None
+    shares = rel.guarantee.parameters["level_shares"][0]
+    assert shares[-1] / shares[0] == pytest.approx(2.0, rel=1e-9)  # 2^(3/3) over 3 levels
+    assert np.mean(mse) == pytest.approx(
+        rel.expected_variance_many(w.bounds(DOM_1D)).mean(), rel=0.15
+    )

@@ -472,8 +472,14 @@ def hierarchical(
             shape = [1] * dom.ndim
             shape[ax] = t.layout_size
             share = share * per_slot.reshape(shape)
-        scale = np.broadcast_to(delta / (eps * share), layout.shape)
-        noisy = (layout + discrete_laplace(scale, rng=source)).astype(np.float64)
+        # one exact sampler call per distinct scale (at most Π(h_i + 1) of them)
+        values, group = np.unique(np.broadcast_to(share, layout.shape), return_inverse=True)
+        group = group.reshape(-1)
+        noisy = layout.astype(np.float64).reshape(-1)
+        for gi, v in enumerate(values):
+            idx = np.flatnonzero(group == gi)
+            noisy[idx] += discrete_laplace(delta / (eps * float(v)), size=idx.size, rng=source)
+        noisy = noisy.reshape(layout.shape)
         sens = None
     del layout
     post: tuple[str, ...] = ()
