@@ -62,8 +62,8 @@ def test_client_server_round_trip_through_files(users, tmp_path, capsys, method,
     value = ans["answer"] if isinstance(ans, dict) else ans
     if method == "olh":  # every user is in 20..39; the answer's sd here is about 830
         assert abs(float(value) - 3000) < 3750  # 4.5 sd: false failure < 1e-5 (secure rng)
-    else:  # CALM / HIO with 3,000 users over 1,600 cells: only sanity (Norm-Sub is biased)
-        assert np.isfinite(value) and -3000 < float(value) < 6000
+    else:  # CALM / HIO with 3,000 users over 1,600 cells: sd about 830 / 430
+        assert np.isfinite(value) and -1000 < float(value) < 7000  # > 4.8 sd either side
 
 
 def test_aggregate_counts_a_truncated_line_and_refuses_a_mixed_batch(
