@@ -18,10 +18,13 @@ nominal transform; P = 1 untransformed). Hence the coefficients have weighted L1
 Δ = δρ, and noise of scale λ/W(c) with λ = Δ/ε is ε-DP (Privelet Lemma 1 / Theorem 2).
 
 Noise. Coefficients are real, so fugu rounds them to a power-of-two grid and adds exact discrete
-Laplace noise on that grid (:func:`fugu.noise.grid_laplace` with the weights W and the
-generalized sensitivity), increasing the sensitivity by the rounding slack
-(``guarantee.parameters["effective_sensitivity"]``, at most Δ·(1 + 2⁻¹⁰)). The privacy loss of
-any neighbouring pair is then at most ε exactly.
+Laplace noise on that grid (:func:`fugu.noise.grid_laplace`), increasing the sensitivity by the
+rounding slack (``guarantee.parameters["effective_sensitivity"]``, at most Δ·(1 + 2⁻¹⁰)). The
+weights enter by rescaling: noise λ/W(c) on c is noise λ on W(c)·c, and the rescaled
+coefficients have plain L1 sensitivity Δ (the generalized sensitivity), so every coefficient
+shares one grid and one scale (this is DPComp's unnormalised form of the same mechanism);
+dividing by the public W(c) is post-processing. The privacy loss of any neighbouring pair is
+then at most ε exactly. Large cubes are noised in slabs with the same grid and scale.
 
 Error. A range query's noise variance is exactly 2λ² Π_i Σ_c a_i(c)² / W_i(c)², where a_i is the
 query's coefficient row on axis i after mean subtraction (:meth:`AxisTransform.adjoint`); the
@@ -358,6 +361,7 @@ def privelet(
             "transforms": kinds,
             "generalized_sensitivity": rho,
             "effective_sensitivity": info.effective_sensitivity,
+            "grid": float(info.granularity.reshape(-1)[0]),
             "lambda": lam,
             "noise": "discrete Laplace on a power-of-two grid, scale lambda / W(c)",
             "reconstruction": "sibling-mean subtraction on nominal axes, then the inverse transform"

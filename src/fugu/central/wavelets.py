@@ -330,7 +330,7 @@ def hn_inverse(c: NDArray[np.float64], transforms: list[AxisTransform]) -> Float
 
 
 def hn_weights(transforms: list[AxisTransform]) -> FloatArray:
-    """Product weights W(c) = Π_i W_i(c_i), as a broadcastable (not materialised) array."""
+    """Product weights W(c) = Π_i W_i(c_i), as one array of the coefficient cube's shape."""
     d = len(transforms)
     w: FloatArray = np.ones([1] * d)
     for ax, t in enumerate(transforms):
