@@ -183,3 +183,25 @@ def test_releases_save_and_load(proto, tmp_path) -> None:
     assert type(back) is type(rel) and back.guarantee == rel.guarantee
     w = fugu.random_workload(proto.domain, 8, seed=2)
     np.testing.assert_allclose(back.answer_many(w), rel.answer_many(w))
+
+
+@pytest.mark.parametrize("proto", _methods(), ids=lambda p: p.name)
+def test_engine_style_partial_states(proto) -> None:
+    """What an engine does: validate + count per partition, sum the states, hand them over."""
+    reports = proto.client(fugu.RandomSource(seed=8)).perturb(_recs(proto.domain, 900))
+    cols = {k: v.copy() for k, v in reports.columns.items()}
+    bad = next((k for k in ("y", "group", "v") if k in cols), None)
+    if bad is not None:  # one bad report
+        cols[bad][0] = np.nan if cols[bad].dtype.kind == "f" else -5
+    parts = np.array_split(np.arange(900), 3)
+    states = [proto.partial({k: v[p] for k, v in cols.items()}) for p in parts]
+    total = states[0][0]
+    for st, _, _ in states[1:]:
+        total = proto.merge_state(total, st)
+    agg = proto.aggregator().add_partial(
+        total, sum(s[1] for s in states), sum((s[2] for s in states), start=type(states[0][2])())
+    )
+    direct = proto.aggregator().add(Reports(proto.name, proto.version, proto.params(), cols, 900))
+    assert agg.n_accepted == direct.n_accepted and agg.rejected == direct.rejected
+    w = fugu.random_workload(proto.domain, 6, seed=4)
+    np.testing.assert_allclose(agg.estimate().answer_many(w), direct.estimate().answer_many(w))

@@ -32,6 +32,8 @@ class attributes ``name`` (wire name, lower case) and ``version`` and implement 
     from (already validated) report columns to partial state (support counts). Partial states of
     disjoint partitions combine with :meth:`LDPProtocol.merge_state` (element-wise sum by
     default), so an engine (DuckDB, Spark) may run ``support`` per partition and sum.
+    :meth:`LDPProtocol.partial` wraps validation + support for one partition and returns
+    ``(state, n_accepted, rejected)``; :meth:`Aggregator.add_partial` absorbs the sum.
 ``_estimate(state, n) -> Release``
     Post-processing of the merged state into a :class:`~fugu.Release` with ``model="ldp"``.
 
@@ -491,6 +493,30 @@ class LDPProtocol:
     def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:
         raise NotImplementedError
 
+    def partial(
+        self, columns: Mapping[str, Any]
+    ) -> tuple[dict[str, np.ndarray], int, Counter[str]]:
+        """Validate report columns and count support: ``(state, n_accepted, rejected)``.
+
+        A pure function of one batch (no header check: the caller has matched the batch's
+        header against this protocol). Engines run it per partition and combine the states with
+        :meth:`merge_state`, then hand the sum to :meth:`Aggregator.add_partial`.
+        """
+        specs = self.report_columns()
+        rejected: Counter[str] = Counter()
+        n = len(next(iter(columns.values()))) if columns else 0
+        try:
+            cols = {k: _coerce_column(k, specs[k], columns[k]) for k in specs}
+        except (ReportError, KeyError):
+            rejected["wrong type"] += n
+            return self.empty_state(), 0, rejected
+        ok = np.asarray(self._validate(cols), dtype=bool)
+        n_bad = int(ok.size - ok.sum())
+        if n_bad:
+            rejected["out of range"] += n_bad
+            cols = {k: v[ok] for k, v in cols.items()}
+        return self.support(cols), int(ok.sum()), rejected
+
     # -- public API -----------------------------------------------------------------------------
     def params(self) -> dict[str, Any]:
         """Every public parameter client and server must share (goes into report headers)."""
@@ -713,19 +739,24 @@ class Aggregator:
         missing = [k for k in specs if k not in reports.columns]
         if missing:
             raise ReportError(f"{self.protocol.name} reports lack the column(s) {missing}")
-        try:
-            cols = {k: _coerce_column(k, specs[k], reports.columns[k]) for k in specs}
-        except ReportError:
-            self.rejected["wrong type"] += reports.n
-            return self
-        ok = np.asarray(self.protocol._validate(cols), dtype=bool)
-        n_bad = int(ok.size - ok.sum())
-        if n_bad:
-            self.rejected["out of range"] += n_bad
-            cols = {k: v[ok] for k, v in cols.items()}
-        self.state = self.protocol.merge_state(self.state, self.protocol.support(cols))
-        self.n_accepted += int(ok.sum())
-        self.private = self.private and reports.private
+        state, n_ok, rejected = self.protocol.partial(reports.columns)
+        self.add_partial(state, n_ok, rejected, private=reports.private)
+        return self
+
+    def add_partial(
+        self,
+        state: Mapping[str, np.ndarray],
+        n_accepted: int,
+        rejected: Mapping[str, int] | None = None,
+        *,
+        private: bool = True,
+    ) -> Aggregator:
+        """Absorb a partial state computed elsewhere by :meth:`LDPProtocol.partial` (for
+        example by an engine, per partition, on reports whose header it has checked)."""
+        self.state = self.protocol.merge_state(self.state, dict(state))
+        self.n_accepted += int(n_accepted)
+        self.rejected.update(dict(rejected or {}))
+        self.private = self.private and private
         return self
 
     def add_rows(self, rows: Iterable[Any], header: Mapping[str, Any] | None = None) -> Aggregator:
