@@ -372,7 +372,9 @@ def _pareto(
 
 def _has_edges(graph: SecretGraph, grid: KMeansGrid) -> bool:
     if graph.kind == "partition":
-        return bool(np.bincount(_cell_blocks(graph, grid)).max() > 1)
+        if graph.cell_blocks is None:  # product blocks: some attribute has a block of >= 2 values
+            return any(np.bincount(ids).max() > 1 for ids in _attr_block_ids(graph, grid))
+        return bool(np.bincount(graph.cell_blocks).max() > 1)
     if graph.kind == "explicit":
         assert graph.edges is not None
         return bool(np.any(graph.edges.min(axis=1) >= 0))
@@ -392,15 +394,6 @@ def _attr_block_ids(graph: SecretGraph, grid: KMeansGrid) -> list[NDArray[np.int
         else np.unique(b, return_inverse=True)[1].astype(np.int64)
         for b, m in zip(graph.attr_blocks, grid.sizes, strict=True)
     ]
-
-
-def _cell_blocks(graph: SecretGraph, grid: KMeansGrid) -> NDArray[np.int64]:
-    if graph.cell_blocks is not None:
-        return graph.cell_blocks
-    per = _attr_block_ids(graph, grid)
-    return np.ravel_multi_index(
-        np.meshgrid(*per, indexing="ij"), [int(p.max()) + 1 for p in per]
-    ).reshape(-1)
 
 
 def _block_diameter(graph: SecretGraph, grid: KMeansGrid) -> float:
