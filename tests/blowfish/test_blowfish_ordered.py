@@ -263,3 +263,31 @@ def test_plan_needs_integer_theta() -> None:
         oh_plan(100, 2.5, 1.0)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError):
         oh_plan(100, -1, 1.0)
+
+
+def test_bottom_policies_noise_the_total_and_split_the_budget() -> None:
+    """With ⊥ (add/remove) n is not public: the total is an S-node, the S-part sensitivity is the
+    number of blocks (brute force over T ∪ {⊥}), and ε_S + ε_H = ε with ε_S > 0."""
+    from fugu.blowfish import brute_force_sensitivity
+
+    k = 8
+    dom = fugu.Domain([fugu.Ordinal("x", 0, k - 1)])
+    pol = Policy.distance_threshold(dom, 2, bottom=True)
+    st = C.Structure(k=k, fanout=2, height=2, var_s=1, var_h=1, total_public=False)
+    rows_s, rows_h = [], []
+    for x in np.eye(k, dtype=np.int64):
+        s, lv = C.exact_nodes(x, st)
+        rows_s.append(s)
+        rows_h.append(np.concatenate([a.reshape(-1) for a in lv]))
+    sens = C.part_sensitivity(pol, k, st.block, st.height)
+    assert sens.s_part == brute_force_sensitivity(np.array(rows_s).T.astype(float), pol, n=1) == 2
+    assert sens.h_part == brute_force_sensitivity(np.array(rows_h).T.astype(float), pol, n=1) == 4
+    h = hist1d(20, n=200)
+    for p in (Policy.line(h.domain, bottom=True), Policy.full(h.domain, bottom=True)):
+        rel = ordered_hierarchical(h, 1.0, p, rng=fugu.RandomSource(seed=1))
+        prm = rel.guarantee.parameters
+        assert prm["epsilon_s"] > 0 and prm["epsilon_s"] + prm["epsilon_h"] == pytest.approx(1.0)
+        assert not rel.structure.total_public and rel.structure.var_s > 0
+        assert rel.expected_error({"x": (0, 19)}) > 0
+    rel = ordered(h, 1.0, Policy.line(h.domain, bottom=True), rng=fugu.RandomSource(seed=1))
+    assert rel.guarantee.sensitivity == 20  # x → ⊥ changes every cumulative count

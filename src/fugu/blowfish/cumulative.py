@@ -403,6 +403,10 @@ def measure(
     from ..noise import geometric_mechanism
 
     s, levels = exact_nodes(counts, st)
+    if (s.size and sens.s_part > 0 and not eps_s > 0) or (
+        levels and sens.h_part > 0 and not eps_h > 0
+    ):
+        raise RuntimeError("internal error: a noisy part of the release has no privacy budget")
     if s.size:
         s = geometric_mechanism(s, sens.s_part, eps_s, rng) if sens.s_part > 0 else s
     noisy_levels: list[FloatArray] = []

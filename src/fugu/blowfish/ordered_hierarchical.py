@@ -145,7 +145,10 @@ def oh_plan(
             s_h = moves * ((2 * h) if theta else 0)
             if bottom:
                 s_h = max(s_h, moves * h)
-            frac = 1.0 if worst_case else (n_blocks - 1) / n_blocks
+            n_noisy_s = n_blocks - 1 + (1 if bottom else 0)  # S-nodes with noise (⊥: the total)
+            frac = 1.0 if worst_case else n_noisy_s / n_blocks
+            if n_noisy_s == 0:
+                frac = 0.0
             a = 4.0 * s_s**2 * frac
             b = (c_h / 8.0) * 2 * h * (f - 1) * s_h**2
             if eps_split is not None and h > 0 and (n_blocks > 1 or bottom):
@@ -246,7 +249,7 @@ def ordered_hierarchical(
         total_public=total_public,
     )
     counts = hist.counts.reshape(-1)
-    s, levels = measure(counts, st, sens, plan.eps_s or eps, plan.eps_h or eps, source)
+    s, levels = measure(counts, st, sens, plan.eps_s, plan.eps_h, source)
     n = float(counts.sum()) if total_public else None
     use_gls = consistency and plan.height > 0 and var_h > 0 and (var_s > 0 or st.n_s == 0)
     if use_gls:
