@@ -500,7 +500,7 @@ def _max_gap(policy: Policy, axis: int) -> int:
     """max over edges of |code_axis(x) − code_axis(y)|."""
     dom = policy.domain
     k = dom.shape[axis]
-    if not policy.has_edges():
+    if not policy.has_edges() or k == 1:
         return 0
     if policy.kind in ("full", "attribute"):
         if policy.kind == "attribute" or k > 1:

@@ -20,7 +20,10 @@ def _policy(hist: Any, options: dict[str, Any]) -> Any:
             "this mechanism needs --policy, e.g. --policy line, --policy 'distance:theta=5', "
             "--policy attribute or --policy 'partition:age=10'"
         )
-    return parse_policy(str(spec), hist.domain)
+    pol = parse_policy(str(spec), hist.domain)
+    if options.get("neighbours") == "add-remove" and not pol.bottom:
+        pol = pol.with_bottom()  # add/remove neighbours = the policy with the ⊥ vertex
+    return pol
 
 
 def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
