@@ -278,3 +278,23 @@ def test_frequency_release_expected_error_matches_spread() -> None:
         spread = float(np.std(answers, ddof=1))
         # 300 draws: the sample sd is within ~15 % of the truth at 3.5 standard errors.
         assert rel.expected_error(q) == pytest.approx(spread, rel=0.2), cls.name
+
+
+def test_oue_client_audit() -> None:
+    def mech(v, rng, n):
+        bits = np.unpackbits(
+            oue_perturb(np.full(n, v), 4, 1.0, rng), axis=1, count=4, bitorder="little"
+        )
+        return (bits @ (1 << np.arange(4))).astype(np.float64)  # the whole report, 16 events
+
+    res = audit(
+        mech,
+        0,
+        1,
+        1.0,
+        n_runs=100_000,
+        discrete=True,
+        vectorised=True,
+        statistic=lambda out: out[:, 0],
+    )
+    assert res.passed, str(res)
