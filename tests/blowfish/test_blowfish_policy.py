@@ -170,3 +170,15 @@ def test_large_domains_never_materialise_quadratic_edges() -> None:
     assert p.n_edges() < 61 * big.size
     with pytest.raises(PolicyError, match="enumerate"):
         next(Policy.full(big).iter_edges())
+
+
+def test_policy_is_recorded_in_the_release_guarantee(tmp_path: object) -> None:
+    from fugu.blowfish import ordered
+
+    d = dom1(30)
+    pol = Policy.distance_threshold(d, 3).with_constraints(CountConstraint({"a": (2, 4)}))
+    h = fugu.Histogram(np.arange(30), d)
+    rel = ordered(h, 1.0, pol, rng=fugu.RandomSource(seed=0))
+    back = fugu.Release.load(rel.save(str(tmp_path) + "/r.npz"))  # type: ignore[operator]
+    prm = back.guarantee.parameters
+    assert prm["policy_id"] == pol.name and Policy.from_dict(prm["policy_spec"]) == pol

@@ -378,6 +378,11 @@ class Policy:
             out.update(theta=self.theta, metric=self.metric)
         if self.bottom:
             out["bottom"] = True
+        big = (self.cell_blocks is not None and self.cell_blocks.size > 10_000) or (
+            self.edges is not None and self.edges.size > 20_000
+        )
+        if not big:
+            out["policy_spec"] = self.to_dict()  # Policy.from_dict(...) rebuilds it
         return out
 
     # ------------------------------------------------------------------------------------------
