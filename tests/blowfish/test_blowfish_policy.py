@@ -181,4 +181,4 @@ def test_policy_is_recorded_in_the_release_guarantee(tmp_path: object) -> None:
     rel = ordered(h, 1.0, pol, rng=fugu.RandomSource(seed=0))
     back = fugu.Release.load(rel.save(str(tmp_path) + "/r.npz"))  # type: ignore[operator]
     prm = back.guarantee.parameters
-    assert prm["policy_id"] == pol.name and Policy.from_dict(prm["policy_spec"]) == pol
+    assert prm["policy_id"] == pol.name and Policy.from_dict(prm["policy_spec"], back.domain) == pol

@@ -337,6 +337,8 @@ class Policy:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], domain: Domain | None = None) -> Policy:
+        if domain is None and "domain" not in d:
+            raise PolicyError("this policy description has no domain; pass domain=release.domain")
         dom = domain if domain is not None else Domain.from_dict(d["domain"])
         kind = d.get("kind")
         if kind not in KINDS:
@@ -382,7 +384,9 @@ class Policy:
             self.edges is not None and self.edges.size > 20_000
         )
         if not big:
-            out["policy_spec"] = self.to_dict()  # Policy.from_dict(...) rebuilds it
+            spec = self.to_dict()
+            spec.pop("domain")  # the release holds the domain: Policy.from_dict(spec, rel.domain)
+            out["policy_spec"] = spec
         return out
 
     # ------------------------------------------------------------------------------------------
