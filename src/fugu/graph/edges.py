@@ -9,6 +9,7 @@ unless ``self_loops="drop"``. Node ids become ints when every id parses as an in
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import networkx as nx
@@ -50,7 +51,11 @@ def read_edge_list(
     if not p.exists():
         raise InvalidParameterError(f"edge list {str(p)!r} does not exist")
     try:
-        raw = np.loadtxt(p, dtype=str, comments=comment, delimiter=delimiter, ndmin=2, usecols=(0, 1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "input contained no data": handled below
+            raw = np.loadtxt(
+                p, dtype=str, comments=comment, delimiter=delimiter, ndmin=2, usecols=(0, 1)
+            )
     except (ValueError, IndexError) as exc:
         raise InvalidParameterError(
             f"{str(p)!r} is not an edge list (two node ids per line, '{comment}' comments): {exc}"
