@@ -213,7 +213,8 @@ def _progress_callback(progress: bool | Callable[[str], None]) -> tuple[Callable
     bar = tqdm(desc="recursive mechanism LPs", unit="LP", file=sys.stderr, leave=False)
 
     def cb(label: str) -> None:
-        bar.set_postfix_str(label)
+        # only the kind of program (G, H, X): its index depends on the private data
+        bar.set_postfix_str(label.split("[")[0])
         bar.update(1)
 
     return cb, bar
