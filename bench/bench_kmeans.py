@@ -265,7 +265,7 @@ def bench_diffprivlib(quick: bool) -> None:
     rgb, rdom = rgb_pixels()
     rgb01 = rgb[np.random.default_rng(1).permutation(len(rgb))[: len(rgb) // 100]]
     syn, sdom = synthetic()
-    reps = 5 if quick else 20
+    reps = 3 if quick else 20
     print(
         "ratio = objective / objective(scikit-learn k-means++, 10 starts); mean over "
         f"{reps} runs. diffprivlib uses add/remove neighbours (sensitivity of counts 1),"
