@@ -186,7 +186,8 @@ def _ldp_section(rep: Report, part: dict[str, Any], s: dict[str, Any], epsilon: 
             "Local DP: MAE of 2-D range queries vs epsilon",
             "MAE (people)",
         ),
-        "Each point is a fresh collection from all users at that epsilon.",
+        "Each point is a fresh collection from all users at that epsilon (CALM, the slowest to "
+        "aggregate, only at the demo's epsilon: see the table).",
     )
     dom = part["domain"]
     shown = {f"{n.upper()} (released)": rels[n] for n in ("hdg", "msw") if n in rels}
@@ -285,9 +286,10 @@ def _graph_section(rep: Report, part: dict[str, Any], s: dict[str, Any]) -> None
             part["epsilons"],
             part["curves"],
             "Triangle count: relative error vs epsilon",
-            "median relative error",
+            "relative error",
         ),
-        "Node privacy protects far more and so costs more accuracy on small graphs.",
+        "One release per epsilon (the error of a single run varies). Node privacy protects far "
+        "more and so costs more accuracy on small graphs.",
     )
     rep.add_preformatted(
         "Guarantees of the graph releases",
