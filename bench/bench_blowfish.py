@@ -142,6 +142,16 @@ def bench_theta(quick: bool) -> None:
         )
     del adult
     counts, src = location_counts()
+    lon = counts.reshape(400, 300).sum(axis=1)
+    lon_dom = fugu.Domain([fugu.Ordinal("lon_cell", 0, 399)])
+    lon_ths = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    sets.append(
+        (
+            f"location grid, longitude marginal (|T| = 400), {src}",
+            fugu.Histogram(lon, lon_dom),
+            lon_ths,
+        )
+    )
     dom = fugu.Domain([fugu.Ordinal("cell", 0, counts.size - 1)])
     thetas = [1, 4, 16, 64, 256, 1024, 4096, 16384] if not quick else [1, 16, 256, 4096]
     sets.append(
