@@ -56,6 +56,50 @@ _U64 = np.uint64
 _BLOCK = 1 << 16  # os.urandom is called for at least this many 64-bit words at a time
 
 
+class _CtrDrbg:
+    """AES-256 in counter mode keyed from the OS CSPRNG: a cryptographically secure bit stream
+    (the construction of NIST SP 800-90A's CTR_DRBG, without its derivation function) that is
+    several times faster than ``os.urandom`` for the millions of words the samplers consume.
+
+    The key is re-drawn from ``os.urandom`` after every 2**30 bytes and in every forked child
+    (so worker processes never share a stream).
+    """
+
+    RESEED_BYTES = 1 << 30
+
+    def __init__(self) -> None:
+        self._encryptor: Any = None
+        self._used = 0
+
+    def reset(self) -> None:
+        self._encryptor = None
+
+    def read(self, nbytes: int) -> bytes:
+        if self._encryptor is None or self._used + nbytes > self.RESEED_BYTES:
+            from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+            cipher = Cipher(algorithms.AES(os.urandom(32)), modes.CTR(os.urandom(16)))
+            self._encryptor = cipher.encryptor()
+            self._used = 0
+        self._used += nbytes
+        return bytes(self._encryptor.update(bytes(nbytes)))
+
+
+def _make_secure_bytes() -> Any:
+    try:
+        import cryptography.hazmat.primitives.ciphers  # noqa: F401
+    except ImportError:  # pragma: no cover - cryptography is a dependency; fall back regardless
+        return os.urandom
+    drbg = _CtrDrbg()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=drbg.reset)
+    return drbg.read
+
+
+#: Secure random bytes: AES-CTR keyed by the OS CSPRNG (or ``os.urandom`` itself as a fallback).
+_secure_bytes = _make_secure_bytes()
+
+
 class RandomSource:
     """Where fugu's randomness comes from.
 
@@ -86,6 +130,7 @@ class RandomSource:
             None if seed is None else np.random.Generator(np.random.PCG64(self.seed))
         )
         self._buffer = np.empty(0, dtype=_U64)
+        self._pid = os.getpid()
 
     @property
     def private(self) -> bool:
@@ -102,10 +147,12 @@ class RandomSource:
             return np.empty(0, dtype=_U64)
         if self._gen is not None:
             return self._gen.bit_generator.random_raw(n).astype(_U64, copy=False)
+        if self._pid != os.getpid():  # a forked child must never reuse the parent's buffer
+            self._buffer, self._pid = np.empty(0, dtype=_U64), os.getpid()
         if n >= _BLOCK:
-            return np.frombuffer(os.urandom(8 * n), dtype=_U64)
+            return np.frombuffer(_secure_bytes(8 * n), dtype=_U64)
         if n > self._buffer.size:
-            self._buffer = np.frombuffer(os.urandom(8 * _BLOCK), dtype=_U64)
+            self._buffer = np.frombuffer(_secure_bytes(8 * _BLOCK), dtype=_U64)
         out, self._buffer = self._buffer[:n], self._buffer[n:]
         return out
 

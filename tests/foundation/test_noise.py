@@ -143,3 +143,18 @@ def test_huge_scale_refused() -> None:
 def test_non_integer_values_refused_by_geometric() -> None:
     with pytest.raises(fugu.InvalidParameterError, match="integer"):
         geometric_mechanism([0.5], 1, 1.0)
+
+
+def test_forked_children_get_their_own_bits() -> None:
+    import os
+
+    src = fugu.noise.default_source()
+    src.bits64(3)  # leave words in the buffer
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        os.write(w, src.bits64(4).tobytes())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = np.frombuffer(os.read(r, 32), dtype=np.uint64)
+    assert not np.array_equal(child, src.bits64(4))
