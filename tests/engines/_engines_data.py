@@ -15,7 +15,9 @@ CENTRES = np.array([[-10.0, -10.0], [0.0, 5.0], [12.5, -3.5]])
 
 
 def domain() -> fugu.Domain:
-    jobs = fugu.Hierarchy.from_dict({"any": {"white": ["clerk", "exec"], "blue": ["craft", "farm"]}})
+    jobs = fugu.Hierarchy.from_dict(
+        {"any": {"white": ["clerk", "exec"], "blue": ["craft", "farm"]}}
+    )
     return fugu.Domain(
         [
             fugu.Ordinal("age", 17, 90),
@@ -31,7 +33,9 @@ def records(n: int = N_ROWS, seed: int = 7) -> dict[str, np.ndarray]:
     half-integer grid, so float sums are exact in any order)."""
     rng = np.random.default_rng(seed)
     age = np.minimum(17 + rng.geometric(0.05, n), 90).astype(np.int64)
-    job = rng.choice(np.array(["clerk", "exec", "craft", "farm"], dtype=object), n, p=[0.7, 0.1, 0.1, 0.1])
+    job = rng.choice(
+        np.array(["clerk", "exec", "craft", "farm"], dtype=object), n, p=[0.7, 0.1, 0.1, 0.1]
+    )
     gain = np.where(rng.random(n) < 0.6, 0.0, rng.lognormal(4, 2, n)).clip(0, 1e5)
     v = rng.integers(0, C_VALUES, n)
     seeds = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.int64)
@@ -62,7 +66,9 @@ def olh_like_support(batch: Any) -> dict[str, np.ndarray]:
 
 def hashed_key(batch: Any) -> np.ndarray:
     """One key per row: the bucket of H(seed, v) among C_VALUES (an OLH-like hashing key)."""
-    return (_hash(np.asarray(batch["seed"]), np.asarray(batch["v"])) % np.uint64(C_VALUES)).astype(np.int64)
+    return (_hash(np.asarray(batch["seed"]), np.asarray(batch["v"])) % np.uint64(C_VALUES)).astype(
+        np.int64
+    )
 
 
 def nearest_centre(batch: Any) -> np.ndarray:

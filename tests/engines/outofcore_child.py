@@ -34,8 +34,11 @@ def main() -> int:
     rel = fugu.central.laplace(hist, epsilon=1.0, rng=fugu.RandomSource(seed=0))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     answer = rel.answer(fugu.RangeQuery({"a": (0, 31)}))
-    print(f"total={hist.total()} checksum={int((hist.counts.ravel() * np.arange(dom.size) % 1000003).sum())} "
-          f"answer={answer:.1f} peak_rss_mb={peak}")
+    print(
+        f"total={hist.total()} "
+        f"checksum={int((hist.counts.ravel() * np.arange(dom.size) % 1000003).sum())} "
+        f"answer={answer:.1f} peak_rss_mb={peak}"
+    )
     return 0
 
 

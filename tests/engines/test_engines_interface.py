@@ -76,7 +76,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"parquet": d / "data.parquet", "csv": d / "data.csv"}
 
 
-# -- histograms ------------------------------------------------------------------------------------
+# -- histograms -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("engine", ["numpy", "duckdb"])
 def test_histogram_identical_in_memory(engine: str) -> None:
     assert np.array_equal(histogram_counts(DATA, DOM, engine=engine), REF)
@@ -127,12 +127,24 @@ def test_out_of_domain_policies_agree(engine: str, policy: str) -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 9), st.sampled_from(["p", "q", "r"]), st.floats(-1, 11)), min_size=1, max_size=60),
+    st.lists(
+        st.tuples(st.integers(0, 9), st.sampled_from(["p", "q", "r"]), st.floats(-1, 11)),
+        min_size=1,
+        max_size=60,
+    ),
     st.lists(st.integers(0, 60), max_size=4),
 )
-def test_histogram_property_numpy_vs_duckdb(rows: list[tuple[int, str, float]], cuts: list[int]) -> None:
+def test_histogram_property_numpy_vs_duckdb(
+    rows: list[tuple[int, str, float]], cuts: list[int]
+) -> None:
     """Random small tables, clipped: the numpy engine over random partitions equals DuckDB."""
-    dom = fugu.Domain([fugu.Ordinal("i", 0, 9), fugu.Nominal("s", ["p", "q", "r"]), fugu.Ordinal("f", edges=[0, 2.5, 5, 10])])
+    dom = fugu.Domain(
+        [
+            fugu.Ordinal("i", 0, 9),
+            fugu.Nominal("s", ["p", "q", "r"]),
+            fugu.Ordinal("f", edges=[0, 2.5, 5, 10]),
+        ]
+    )
     cols = {
         "i": np.array([r[0] for r in rows], dtype=np.int64),
         "s": np.array([r[1] for r in rows], dtype=object),
@@ -145,7 +157,7 @@ def test_histogram_property_numpy_vs_duckdb(rows: list[tuple[int, str, float]], 
     assert a.sum() == len(rows)
 
 
-# -- LDP-like support counts and k-means-like sums ---------------------------------------------------
+# -- LDP-like support counts and k-means-like sums ------------------------------------------------
 def _olh_reference() -> np.ndarray:
     return olh_like_support(DATA)["support"]
 
@@ -154,7 +166,9 @@ def _olh_reference() -> np.ndarray:
 @pytest.mark.parametrize("engine", ["numpy", "duckdb"])
 def test_olh_like_support_identical(engine: str, name: str) -> None:
     data: Any = _batches(DATA, PARTITIONINGS[name]) if engine == "numpy" else DATA
-    got = partial_sums(data, olh_like_support, columns=["seed", "y"], engine=engine, batch_rows=4096)
+    got = partial_sums(
+        data, olh_like_support, columns=["seed", "y"], engine=engine, batch_rows=4096
+    )
     assert np.array_equal(got["support"], _olh_reference())
     assert got["n"].tolist() == [len(DATA["y"])]
 
@@ -162,9 +176,13 @@ def test_olh_like_support_identical(engine: str, name: str) -> None:
 @pytest.mark.parametrize("engine", ["numpy", "duckdb"])
 def test_hashed_key_counts_identical(engine: str) -> None:
     ref = np.bincount(hashed_key(DATA), minlength=C_VALUES)
-    got = partial_counts(DATA, hashed_key, C_VALUES, columns=["seed", "v"], engine=engine, batch_rows=999)
+    got = partial_counts(
+        DATA, hashed_key, C_VALUES, columns=["seed", "v"], engine=engine, batch_rows=999
+    )
     assert np.array_equal(got, ref)
-    grouped = partial_counts(DATA, hashed_key, C_VALUES, columns=["seed", "v"], engine="duckdb", group=True)
+    grouped = partial_counts(
+        DATA, hashed_key, C_VALUES, columns=["seed", "v"], engine="duckdb", group=True
+    )
     assert np.array_equal(grouped, ref)
 
 
@@ -177,7 +195,9 @@ def test_real_ldp_support_identical() -> None:
         cols = dict(reports.columns)
         ref = proto.support(cols)["support"]
         for engine in ("numpy", "duckdb"):
-            got = partial_sums(cols, proto.support, columns=list(cols), engine=engine, batch_rows=1234)
+            got = partial_sums(
+                cols, proto.support, columns=list(cols), engine=engine, batch_rows=1234
+            )
             assert np.array_equal(got["support"], ref), (proto.name, engine)
 
 
@@ -186,27 +206,54 @@ def test_kmeans_like_sums_identical(engine: str) -> None:
     """Counts with weights = coordinates (half-integer grid: float sums exact in any order)."""
     lab = nearest_centre(DATA)
     k = CENTRES.shape[0]
-    ref_sums = np.stack([np.bincount(lab, weights=DATA[c], minlength=k) for c in ("x", "y2")], axis=1)
+    ref_sums = np.stack(
+        [np.bincount(lab, weights=DATA[c], minlength=k) for c in ("x", "y2")], axis=1
+    )
     ref_sizes = np.bincount(lab, minlength=k)
     for rows in (1000, 1 << 20):
-        sums = partial_counts(DATA, nearest_centre, k, columns=["x", "y2"], weights=["x", "y2"], engine=engine, batch_rows=rows)
+        sums = partial_counts(
+            DATA,
+            nearest_centre,
+            k,
+            columns=["x", "y2"],
+            weights=["x", "y2"],
+            engine=engine,
+            batch_rows=rows,
+        )
         assert sums.shape == (k, 2) and np.array_equal(sums, ref_sums)
-        sizes = partial_counts(DATA, nearest_centre, k, columns=["x", "y2"], engine=engine, batch_rows=rows)
+        sizes = partial_counts(
+            DATA, nearest_centre, k, columns=["x", "y2"], engine=engine, batch_rows=rows
+        )
         assert np.array_equal(sizes, ref_sizes)
-        both = partial_sums(DATA, kmeans_partial, columns=["x", "y2"], engine=engine, batch_rows=rows)
+        both = partial_sums(
+            DATA, kmeans_partial, columns=["x", "y2"], engine=engine, batch_rows=rows
+        )
         assert np.array_equal(both["sums"], ref_sums) and np.array_equal(both["sizes"], ref_sizes)
 
 
 def test_known_answers_weights() -> None:
-    data = {"k": np.array([0, 2, 2, 1]), "w": np.array([5, -1, 3, 2]), "f": np.array([0.5, 0.25, 0.25, 1.0])}
+    data = {
+        "k": np.array([0, 2, 2, 1]),
+        "w": np.array([5, -1, 3, 2]),
+        "f": np.array([0.5, 0.25, 0.25, 1.0]),
+    }
     for engine in ("numpy", "duckdb"):
-        assert partial_counts(data, lambda b: b["k"], 4, columns=["k"], engine=engine).tolist() == [1, 1, 2, 0]
+        assert partial_counts(data, lambda b: b["k"], 4, columns=["k"], engine=engine).tolist() == [
+            1,
+            1,
+            2,
+            0,
+        ]
         got = partial_counts(data, lambda b: b["k"], 4, columns=["k"], weights="w", engine=engine)
         assert got.dtype == np.int64 and got.tolist() == [5, 2, 2, 0]
-        got = partial_counts(data, lambda b: b["k"], 3, columns=["k"], weights=["w", "f"], engine=engine)
+        got = partial_counts(
+            data, lambda b: b["k"], 3, columns=["k"], weights=["w", "f"], engine=engine
+        )
         assert got.tolist() == [[5.0, 0.5], [2.0, 1.0], [2.0, 0.5]]
     big = {"k": np.zeros(3, dtype=np.int64), "w": np.array([2**61, 2**61, 3], dtype=np.int64)}
-    assert partial_counts(big, lambda b: b["k"], 1, columns=["k"], weights="w").tolist() == [2**62 + 3]
+    assert partial_counts(big, lambda b: b["k"], 1, columns=["k"], weights="w").tolist() == [
+        2**62 + 3
+    ]
 
 
 def test_add_partials_rules() -> None:
@@ -219,7 +266,7 @@ def test_add_partials_rules() -> None:
         add_partials({"a": np.zeros(1)}, np.zeros(1))
 
 
-# -- errors ----------------------------------------------------------------------------------------
+# -- errors ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("engine", ["numpy", "duckdb"])
 def test_errors(engine: str, files: dict[str, Path]) -> None:
     with pytest.raises(fugu.DomainError, match=r"lacks the column\(s\) \['nope'\]"):
@@ -229,7 +276,9 @@ def test_errors(engine: str, files: dict[str, Path]) -> None:
     with pytest.raises(fugu.DomainError, match=r"outside \[0, 10\)"):
         partial_counts(DATA, lambda b: b["age"], 10, columns=["age"], engine=engine)
     with pytest.raises(fugu.EmptyDataError):
-        partial_counts({"a": np.zeros(0, np.int64)}, lambda b: b["a"], 3, columns=["a"], engine=engine)
+        partial_counts(
+            {"a": np.zeros(0, np.int64)}, lambda b: b["a"], 3, columns=["a"], engine=engine
+        )
     bad = {k: v.copy() for k, v in DATA.items()}
     bad["age"][[1, 2]] = 300
     with pytest.raises(fugu.DomainError, match="'age'") as info:

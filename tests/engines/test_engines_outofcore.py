@@ -50,7 +50,9 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 def _run(path: Path, engine: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(CHILD), str(path), engine, str(LIMIT_MB), *extra],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

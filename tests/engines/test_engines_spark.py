@@ -68,7 +68,9 @@ def test_histogram_identical(layouts: dict[str, Any], layout: str, method: str) 
     assert np.array_equal(got, REF)
 
 
-def test_histogram_from_records_and_file(layouts: dict[str, Any], tmp_path: Path, spark: Any) -> None:
+def test_histogram_from_records_and_file(
+    layouts: dict[str, Any], tmp_path: Path, spark: Any
+) -> None:
     h = fugu.Histogram.from_records(layouts["many"], DOM)
     assert np.array_equal(h.counts.ravel(), REF) and h.data_options["engine"] == "spark"
     path = tmp_path / "d.parquet"
@@ -85,7 +87,9 @@ def test_ldp_like_support_and_hashed_key_identical(layouts: dict[str, Any]) -> N
     for layout in ("skewed+empty", "many"):
         df = layouts[layout]
         got = partial_sums(df, olh_like_support, columns=["seed", "y"], engine="spark")
-        assert np.array_equal(got["support"], ref["support"]) and got["n"].tolist() == [len(DATA["y"])]
+        assert np.array_equal(got["support"], ref["support"]) and got["n"].tolist() == [
+            len(DATA["y"])
+        ]
         keys = partial_counts(df, hashed_key, C_VALUES, columns=["seed", "v"], engine="spark")
         assert np.array_equal(keys, ref_keys)
 
@@ -104,16 +108,20 @@ def test_real_ldp_support_identical(spark: Any) -> None:
 def test_kmeans_like_sums_identical(layouts: dict[str, Any]) -> None:
     lab = nearest_centre(DATA)
     k = CENTRES.shape[0]
-    ref_sums = np.stack([np.bincount(lab, weights=DATA[c], minlength=k) for c in ("x", "y2")], axis=1)
+    ref_sums = np.stack(
+        [np.bincount(lab, weights=DATA[c], minlength=k) for c in ("x", "y2")], axis=1
+    )
     df = layouts["skewed+empty"]
-    sums = partial_counts(df, nearest_centre, k, columns=["x", "y2"], weights=["x", "y2"], engine="spark")
+    sums = partial_counts(
+        df, nearest_centre, k, columns=["x", "y2"], weights=["x", "y2"], engine="spark"
+    )
     assert np.array_equal(sums, ref_sums)
     both = partial_sums(layouts["many"], kmeans_partial, columns=["x", "y2"], engine="spark")
     assert np.array_equal(both["sums"], ref_sums)
     assert np.array_equal(both["sizes"], np.bincount(lab, minlength=k))
 
 
-# -- bad input ---------------------------------------------------------------------------------------
+# -- bad input ------------------------------------------------------------------------------------
 def test_missing_column_and_wrong_type(layouts: dict[str, Any]) -> None:
     from pyspark.sql import functions as F
 
@@ -144,7 +152,9 @@ def test_out_of_domain_on_executor_names_partition_and_column(spark: Any, method
 
 
 def test_key_function_error_names_partition(layouts: dict[str, Any]) -> None:
-    with pytest.raises(fugu.DomainError, match=r"on Spark partition \d+.*value 13 is not allowed in column 'v'"):
+    with pytest.raises(
+        fugu.DomainError, match=r"on Spark partition \d+.*value 13 is not allowed in column 'v'"
+    ):
         partial_counts(layouts["many"], failing_key, C_VALUES, columns=["v"], engine="spark")
 
 

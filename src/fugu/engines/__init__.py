@@ -70,7 +70,9 @@ def histogram_counts(data, domain, *, out_of_domain="error", engine="numpy", sql
         from . import spark as spark_engine
 
         if data is None or isinstance(data, str) or hasattr(data, "__fspath__"):
-            return spark_engine.histogram_from_file(data, domain, out_of_domain=out_of_domain, sql=sql, **options)
+            return spark_engine.histogram_from_file(
+                data, domain, out_of_domain=out_of_domain, sql=sql, **options
+            )
         return spark_engine.histogram(data, domain, out_of_domain=out_of_domain, **options)
     if engine == "duckdb" or sql is not None:
         from .duckdb_engine import histogram

@@ -55,7 +55,12 @@ class _Connection:
     """A DuckDB connection with the input registered; closes itself."""
 
     def __init__(
-        self, data: Any, sql: str | None, threads: int | None, progress: bool, memory_limit: str | None = None
+        self,
+        data: Any,
+        sql: str | None,
+        threads: int | None,
+        progress: bool,
+        memory_limit: str | None = None,
     ) -> None:
         import duckdb
 
@@ -97,7 +102,9 @@ class _Connection:
             fn = getattr(rel, name, None)
             if fn is not None:
                 return fn(batch_rows)
-        raise InvalidParameterError("this DuckDB version cannot stream Arrow batches; upgrade duckdb")  # pragma: no cover
+        raise InvalidParameterError(
+            "this DuckDB version cannot stream Arrow batches; upgrade duckdb"
+        )  # pragma: no cover
 
     def table(self, query: str) -> Any:
         rel = self.con.sql(query)
@@ -203,7 +210,10 @@ def grouped_batches(
 
 
 def grouped_counts(
-    names: Sequence[str], path: str | Path | None = None, sql: str | None = None, threads: int | None = None
+    names: Sequence[str],
+    path: str | Path | None = None,
+    sql: str | None = None,
+    threads: int | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Distinct combinations of ``names`` and their row counts, computed inside DuckDB."""
     for batch in grouped_batches(path, names, sql=sql, threads=threads):
@@ -226,7 +236,12 @@ def histogram(
 
     names = list(domain.names)
     exprs = [canonical_sql(a, _quote) for a in domain.attributes]
-    for batch in grouped_batches(data, names, sql=sql, threads=threads, progress=progress, exprs=exprs):
+    for batch in grouped_batches(
+        data, names, sql=sql, threads=threads, progress=progress, exprs=exprs
+    ):
         n = batch.pop("__n")
         return encode_grouped(domain, batch, n, out_of_domain)
-    raise EmptyDataError(f"{data if isinstance(data, str | Path) else 'the input'} has no rows; there is nothing to count")
+    raise EmptyDataError(
+        f"{data if isinstance(data, str | Path) else 'the input'} has no rows; "
+        f"there is nothing to count"
+    )

@@ -39,7 +39,9 @@ def iter_batches(path: str | Path, names: list[str], batch_rows: int = 1 << 20) 
         for batch in reader:
             yield batch.select(names)
     else:
-        raise InvalidParameterError(f"cannot tell the format of {str(p)!r}: name it *.csv or *.parquet")
+        raise InvalidParameterError(
+            f"cannot tell the format of {str(p)!r}: name it *.csv or *.parquet"
+        )
 
 
 def _check_columns(names: list[str], have: list[str]) -> None:
@@ -52,10 +54,16 @@ def _check_columns(names: list[str], have: list[str]) -> None:
 
 
 def histogram_from_file(
-    path: str | Path | None, domain: Domain, *, out_of_domain: OutOfDomainPolicy = "error", batch_rows: int = 1 << 20
+    path: str | Path | None,
+    domain: Domain,
+    *,
+    out_of_domain: OutOfDomainPolicy = "error",
+    batch_rows: int = 1 << 20,
 ) -> NDArray[np.int64]:
     if path is None:
-        raise InvalidParameterError("the numpy engine reads files; for SQL input use engine='duckdb'")
+        raise InvalidParameterError(
+            "the numpy engine reads files; for SQL input use engine='duckdb'"
+        )
     total = np.zeros(domain.size, dtype=np.int64)
     rows = 0
     for batch in iter_batches(path, list(domain.names), batch_rows):

@@ -57,7 +57,9 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
         elif mod == "pyarrow":
             cols = {c: _arrow_column(data.column(c)) for c in data.column_names if c in names}
         elif mod == "pyspark":
-            raise InvalidTypeError("Spark DataFrames are counted by the spark engine; pass engine='spark'")
+            raise InvalidTypeError(
+                "Spark DataFrames are counted by the spark engine; pass engine='spark'"
+            )
         else:
             raise InvalidTypeError(
                 f"records must be a mapping of column name to array, a numpy structured array, "
@@ -85,7 +87,11 @@ def _arrow_column(c: Any) -> Any:
     """Numeric Arrow columns become numpy arrays; string columns stay Arrow (hash lookup)."""
     import pyarrow as pa
 
-    if pa.types.is_string(c.type) or pa.types.is_large_string(c.type) or pa.types.is_dictionary(c.type):
+    if (
+        pa.types.is_string(c.type)
+        or pa.types.is_large_string(c.type)
+        or pa.types.is_dictionary(c.type)
+    ):
         return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
     if c.null_count:
         return np.asarray(c.to_pylist(), dtype=object)

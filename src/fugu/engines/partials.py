@@ -57,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,7 +65,7 @@ from numpy.typing import NDArray
 from ..errors import DomainError, EmptyDataError, FuguError, InvalidParameterError, InvalidTypeError
 from .numpy_engine import CHUNK_ROWS, columns_of
 
-Partial = Union[np.ndarray, dict[str, np.ndarray]]
+Partial = np.ndarray | dict[str, np.ndarray]
 Batch = Mapping[str, Any]
 
 ENGINES = ("numpy", "duckdb", "spark")
@@ -102,6 +102,7 @@ def add_partials(a: Partial | None, b: Partial | None) -> Partial | None:
                 f"function must return the same keys for every batch"
             )
         return {k: _add(a[k], b[k], k) for k in a}
+    assert not isinstance(b, dict)
     return _add(a, b, "result")
 
 
@@ -211,8 +212,11 @@ def _int_bincount(keys: np.ndarray, weights: np.ndarray, size: int) -> NDArray[n
 
 
 def _numeric(values: Any, name: str) -> np.ndarray:
-    arr = np.asarray(values.to_numpy(zero_copy_only=False) if hasattr(values, "to_numpy") and
-                     type(values).__module__.startswith("pyarrow") else values)
+    arr = np.asarray(
+        values.to_numpy(zero_copy_only=False)
+        if hasattr(values, "to_numpy") and type(values).__module__.startswith("pyarrow")
+        else values
+    )
     if arr.dtype.kind not in "iufb":
         raise InvalidTypeError(f"weight column {name!r} must be numeric, got dtype {arr.dtype}")
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
@@ -240,7 +244,9 @@ def _is_table(data: Any) -> bool:
 def _num_rows(cols: Mapping[str, Any]) -> int:
     lengths = {len(v) for v in cols.values()}
     if len(lengths) > 1:
-        raise DomainError(f"columns have different lengths: { {k: len(v) for k, v in cols.items()} }")
+        raise DomainError(
+            f"columns have different lengths: { {k: len(v) for k, v in cols.items()} }"
+        )
     return lengths.pop() if lengths else 0
 
 
@@ -282,7 +288,9 @@ def iter_source_batches(
             yield _slice(table, start, start + batch_rows)
         return
     if _is_spark(data):
-        raise InvalidTypeError("a Spark DataFrame is counted by the spark engine; pass engine='spark'")
+        raise InvalidTypeError(
+            "a Spark DataFrame is counted by the spark engine; pass engine='spark'"
+        )
     if isinstance(data, Iterable):
         for item in data:
             try:
@@ -370,7 +378,7 @@ def partial_counts(
     batch_rows: int = CHUNK_ROWS,
     **engine_options: Any,
 ) -> np.ndarray:
-    """Counts (or weighted sums) of the keys ``key(batch)`` over ``[0, size)``, summed over partitions.
+    """Counts (or weighted sums) of ``key(batch)`` over ``[0, size)``, summed over partitions.
 
     Parameters
     ----------

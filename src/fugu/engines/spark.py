@@ -83,7 +83,9 @@ def _pyspark() -> Any:
     return SparkSession
 
 
-def session(master: str | None = None, *, app_name: str = "fugu", config: dict[str, str] | None = None) -> Any:
+def session(
+    master: str | None = None, *, app_name: str = "fugu", config: dict[str, str] | None = None
+) -> Any:
     """The active Spark session, or a new one on ``master`` (e.g. ``"local[2]"``, ``"spark://h:7077"``).
 
     Sets ``PYSPARK_PYTHON`` to this interpreter (unless set) so executors run the same Python.
@@ -140,7 +142,6 @@ def _to_dataframe(data: Any, spark: Any, sql: str | None) -> Any:
         return data
     if isinstance(data, str | Path):
         return read(data, spark)
-    from .duckdb_engine import _as_arrow
 
     return to_dataframe(data, spark)
 
@@ -167,7 +168,9 @@ def to_dataframe(data: Any, spark: Any = None, num_partitions: int | None = None
         if pa.types.is_unsigned_integer(field.type):
             col = table.column(i)
             if pa.types.is_uint64(field.type) and len(col) and pc.max(col).as_py() >= 2**63:
-                raise InvalidTypeError(f"column {field.name!r} holds uint64 values >= 2**63, which Spark cannot store")
+                raise InvalidTypeError(
+                    f"column {field.name!r} holds uint64 values >= 2**63, which Spark cannot store"
+                )
             table = table.set_column(i, field.name, pc.cast(col, pa.int64()))
     df = (spark or session()).createDataFrame(table)
     return df.repartition(int(num_partitions)) if num_partitions else df
@@ -184,7 +187,9 @@ def _check_columns(df: Any, columns: Sequence[str]) -> None:
 
 
 # -- per-partition partials (mapInArrow) ----------------------------------------------------------
-def _partition_runner(fn: Callable[[Any], Any], columns: list[str], batch_rows: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _partition_runner(
+    fn: Callable[[Any], Any], columns: list[str], batch_rows: int
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The function each executor runs on its partition (an iterator of Arrow record batches)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
@@ -194,8 +199,13 @@ def _partition_runner(fn: Callable[[Any], Any], columns: list[str], batch_rows: 
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else -1
         schema = pa.schema(
-            [("partition", pa.int32()), ("rows", pa.int64()), ("payload", pa.binary()),
-             ("error_kind", pa.string()), ("error", pa.string())]
+            [
+                ("partition", pa.int32()),
+                ("rows", pa.int64()),
+                ("payload", pa.binary()),
+                ("error_kind", pa.string()),
+                ("error", pa.string()),
+            ]
         )
         acc: Partial | None = None
         rows = 0
@@ -221,11 +231,23 @@ def _partition_runner(fn: Callable[[Any], Any], columns: list[str], batch_rows: 
                     flush()
             flush()
             payload = None if acc is None else pickle.dumps(acc, protocol=pickle.HIGHEST_PROTOCOL)
-            row = {"partition": pid, "rows": rows, "payload": payload, "error_kind": None, "error": None}
+            row: dict[str, Any] = {
+                "partition": pid,
+                "rows": rows,
+                "payload": payload,
+                "error_kind": None,
+                "error": None,
+            }
         except Exception as exc:  # noqa: BLE001 - sent to the driver and raised there as a FuguError
             kind = type(exc).__name__
             msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-            row = {"partition": pid, "rows": rows, "payload": None, "error_kind": kind, "error": msg}
+            row = {
+                "partition": pid,
+                "rows": rows,
+                "payload": None,
+                "error_kind": kind,
+                "error": msg,
+            }
         yield pa.RecordBatch.from_pylist([row], schema=schema)
 
     return run
@@ -236,13 +258,17 @@ def _raise_partition_error(failed: list[Any]) -> None:
     first = failed[0]
     where = f"on Spark partition {first['partition']}"
     if len(failed) > 1:
-        where += f" (and {len(failed) - 1} other partition(s): {[r['partition'] for r in failed[1:6]]})"
+        where += (
+            f" (and {len(failed) - 1} other partition(s): {[r['partition'] for r in failed[1:6]]})"
+        )
     kind, msg = first["error_kind"], first["error"]
     cls = getattr(_errors, kind, None)
     if isinstance(cls, type) and issubclass(cls, FuguError):
         raise cls(f"{where}: {msg}")
     if kind == "KeyError":
-        raise DomainError(f"{where}: the partition lacks the column {msg}; check the DataFrame's schema")
+        raise DomainError(
+            f"{where}: the partition lacks the column {msg}; check the DataFrame's schema"
+        )
     if kind in ("TypeError", "ArrowInvalid", "ArrowTypeError", "ArrowNotImplementedError"):
         raise InvalidTypeError(f"{where}: {kind}: {msg}")
     if kind == "ValueError":
@@ -261,7 +287,7 @@ def partial_sums(
     num_partitions: int | None = None,
     batch_rows: int = CHUNK_ROWS,
 ) -> Partial:
-    """:func:`fugu.engines.partial_sums` on Spark: ``mapInArrow`` per partition, summed on the driver."""
+    """:func:`fugu.engines.partial_sums` on Spark: ``mapInArrow`` per partition, summed."""
     if master is not None and spark is None:
         spark = session(master)
     df = _to_dataframe(data, spark, sql)
@@ -270,7 +296,9 @@ def partial_sums(
     df = df.select(*[_quote(c) for c in cols])
     if num_partitions:
         df = df.repartition(int(num_partitions))
-    results = df.mapInArrow(_partition_runner(partial, cols, int(batch_rows)), _RESULT_SCHEMA).collect()
+    results = df.mapInArrow(
+        _partition_runner(partial, cols, int(batch_rows)), _RESULT_SCHEMA
+    ).collect()
     failed = [r for r in results if r["error_kind"] is not None]
     if failed:
         _raise_partition_error(failed)
@@ -293,7 +321,7 @@ def partial_counts(
     single: bool = False,
     **options: Any,
 ) -> np.ndarray:
-    """:func:`fugu.engines.partial_counts` on Spark (``mapInArrow`` + ``np.bincount`` per partition)."""
+    """:func:`fugu.engines.partial_counts` on Spark (``mapInArrow`` + ``np.bincount``)."""
     fn = _CountPartial(key, int(size), weights, single=single)
     return np.asarray(partial_sums(data, fn, columns=columns, **options))
 
@@ -308,7 +336,8 @@ def _check_types(df: Any, domain: Any) -> None:
         if a.kind == "ordinal":
             if not isinstance(t, T.NumericType):
                 raise InvalidTypeError(
-                    f"column {a.name!r} has Spark type {t.simpleString()}, but attribute {a.name!r} "
+                    f"column {a.name!r} has Spark type {t.simpleString()}, but attribute "
+                    f"{a.name!r} "
                     f"is ordinal and needs numbers; cast it (df.withColumn({a.name!r}, "
                     f"col({a.name!r}).cast('double'))) or declare it Nominal"
                 )
@@ -323,7 +352,9 @@ def _bad_sql(attr: Any) -> str:
     """A Spark SQL predicate true for rows whose ``attr`` value is outside the domain."""
     c = _quote(attr.name)
     if attr.kind == "nominal":
-        vals = ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in attr.values)
+        vals = ", ".join(
+            "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in attr.values
+        )
         return f"({c} IS NULL OR NOT (CAST({c} AS STRING) IN ({vals})))"
     if attr.edges is not None:
         lo, hi = float(attr.edges[0]), float(attr.edges[-1])
@@ -339,12 +370,23 @@ def _locator(df: Any, domain: Any) -> Callable[[str], str]:
         # The partition id is taken before the filter (a non-deterministic column stops the
         # filter from being pushed below the DataFrame's own repartitioning).
         tagged = df.select(F.spark_partition_id().alias("__fugu_p"), _quote(column))
-        rows = tagged.where(F.expr(bad)).select("__fugu_p").distinct().orderBy("__fugu_p").limit(6).collect()
+        rows = (
+            tagged.where(F.expr(bad))
+            .select("__fugu_p")
+            .distinct()
+            .orderBy("__fugu_p")
+            .limit(6)
+            .collect()
+        )
         parts = [int(r["__fugu_p"]) for r in rows]
         if not parts:
             return "on Spark"
-        return "on Spark partition" + ("s " if len(parts) > 1 else " ") + ", ".join(map(str, parts[:5])) + (
-            " and more" if len(parts) > 5 else "")
+        return (
+            "on Spark partition"
+            + ("s " if len(parts) > 1 else " ")
+            + ", ".join(map(str, parts[:5]))
+            + (" and more" if len(parts) > 5 else "")
+        )
 
     return locate
 
@@ -364,7 +406,10 @@ def _jvm_histogram(df: Any, domain: Any, out_of_domain: str) -> NDArray[np.int64
     from .grouped import canonical_sql, encode_grouped
 
     keys = [f"__fugu_{j}" for j in range(domain.ndim)]
-    sel = [F.expr(canonical_sql(a, _quote)).alias(k) for a, k in zip(domain.attributes, keys, strict=True)]
+    sel = [
+        F.expr(canonical_sql(a, _quote)).alias(k)
+        for a, k in zip(domain.attributes, keys, strict=True)
+    ]
     grouped = df.select(*sel).groupBy(*keys).agg(F.count(F.lit(1)).alias("__fugu_n"))
     table = _collect_arrow(grouped)
     if table.num_rows == 0:
@@ -393,7 +438,7 @@ def histogram(
     num_partitions: int | None = None,
     batch_rows: int = CHUNK_ROWS,
 ) -> NDArray[np.int64]:
-    """Flat histogram counts of a Spark DataFrame (or anything :func:`read` / createDataFrame takes).
+    """Flat histogram counts of a Spark DataFrame (or a table :func:`to_dataframe` takes).
 
     ``method``: ``"jvm"`` (group-by inside the JVM), ``"arrow"`` (``mapInArrow`` + bincount per
     partition) or ``"auto"`` (:data:`DEFAULT_METHOD`, the faster in ``bench/bench_engines.py``).
