@@ -31,6 +31,7 @@ def _hierarchical(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) 
         budget=options.get("budget", "uniform"),
         consistency=_bool(options, "consistency", True),
         nonnegative=_bool(options, "nonnegative", False),
+        flat=[f for f in str(options["flat"]).split(",") if f] if options.get("flat") else None,
         neighbours=options.get("neighbours", "replace"),
         rng=rng,
     )
@@ -65,7 +66,7 @@ register_mechanism(
         "hierarchical",
         _hierarchical,
         "central-dp",
-        "b-ary trees + least-squares consistency (-o budget=geometric, -o consistency=false)",
+        "b-ary trees + least squares (-o budget=geometric, -o consistency=false, -o flat=sex)",
     )
 )
 register_mechanism(
