@@ -93,8 +93,9 @@ def test_cli_release_and_recommend(tmp_path, capsys) -> None:  # type: ignore[no
     rel = fugu.Release.load(out)
     assert rel.guarantee.parameters["branching"] == [4, 4]
     res = runner.invoke(
-        cli, ["release", "-m", "hierarchical", "-e", "1", "-a", "age,sex,occupation", "-o", "flat=sex,occupation",
-              "-o", "consistency=false", "--seed", "1", "--out", str(out)],
+        cli,
+        ["release", "-m", "hierarchical", "-e", "1", "-a", "age,sex,occupation",
+         "-o", "flat=sex,occupation", "-o", "consistency=false", "--seed", "1", "--out", str(out)],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     params = fugu.Release.load(out).guarantee.parameters
