@@ -175,6 +175,22 @@ def gls_leaves(
     return leaves.reshape(-1)
 
 
+def gls_range_variance(st: Structure, lo: int, hi: int) -> float:
+    """Exact variance of a range answer ``[lo, hi)`` after :func:`gls_leaves`.
+
+    The estimator is ``x̂ = M Aᵀ Σ⁻¹ y`` with ``Var(wᵀx̂) = wᵀ M w``; feeding the measurement
+    vector whose leaf entries are ``var_h · w`` (all other entries 0, total 0) gives
+    ``x̂ = M w`` (leaves are measured directly), so one run of the solver yields the variance.
+    """
+    w = np.zeros(st.padded)
+    w[lo:hi] = 1.0
+    blocks = (st.var_h * w).reshape(st.n_blocks, st.block)
+    levels = [np.zeros((st.n_blocks, st.fanout**lvl)) for lvl in range(1, st.height)]
+    levels.append(blocks)
+    est = gls_leaves(np.zeros(st.n_s), levels, st, 0.0 if st.total_public else None)
+    return float(w @ est)
+
+
 # ----------------------------------------------------------------------------------------------
 # the release
 # ----------------------------------------------------------------------------------------------
@@ -273,14 +289,7 @@ class CumulativeRelease(Release):
         return direct_range_variance(lo_a, hi_a, self.structure)
 
     def _gls_variance(self, lo: int, hi: int) -> float:
-        st = self.structure
-        w = np.zeros(st.padded)
-        w[lo:hi] = 1.0
-        blocks = (st.var_h * w).reshape(st.n_blocks, st.block)
-        levels = [np.zeros((st.n_blocks, st.fanout**lvl)) for lvl in range(1, st.height)]
-        levels.append(blocks)
-        est = gls_leaves(np.zeros(st.n_s), levels, st, 0.0 if st.total_public else None)
-        return float(w @ est)
+        return gls_range_variance(self.structure, lo, hi)
 
     # -- persistence ------------------------------------------------------------------------
     def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

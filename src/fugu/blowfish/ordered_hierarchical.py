@@ -24,7 +24,9 @@ uniformly random endpoints the mean squared error without consistency is about
 average). It is minimised at ``ε_S = ε·a^{1/3}/(a^{1/3} + b^{1/3})``, giving
 ``MSE* = (a^{1/3} + b^{1/3})³/ε² = O(log³θ/ε²)``. With ``fanout``/``height`` unset, fugu
 evaluates ``MSE*`` for every fan-out 2..64 and every height 0..⌈log_f k⌉ and takes the smallest
-(the worst-case analogue replaces 8 by 16; see ``plan(..., worst_case=True)``).
+(the worst-case analogue replaces 8 by 16; see ``oh_plan(..., worst_case=True)``). Least squares
+helps the trees but not the Ordered Mechanism, so with consistency on (and |T| <= 4096) the best
+tree and the Ordered Mechanism are compared by their exact post-least-squares variance.
 
 Consistency (default on): weighted least squares over all S- and H-nodes (1/variance weights;
 ``C_k = n`` when public), computed exactly in linear time
@@ -47,6 +49,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..budget import Accountant
 from ..errors import InvalidParameterError, check_positive_int
@@ -57,7 +62,9 @@ from .cumulative import (
     CumulativeRelease,
     Structure,
     check_ordered_input,
+    direct_range_variance,
     gls_leaves,
+    gls_range_variance,
     measure,
     part_sensitivity,
     prefix_from_nodes,
@@ -114,6 +121,34 @@ def oh_plan(
 
     ``eps_split`` fixes the S-part's share of ε; ``fanout``/``height`` fix the structure.
     """
+    return oh_candidates(
+        k,
+        theta,
+        epsilon,
+        fanout=fanout,
+        height=height,
+        eps_split=eps_split,
+        moves=moves,
+        bottom=bottom,
+        worst_case=worst_case,
+        max_fanout=max_fanout,
+    )[0]
+
+
+def oh_candidates(
+    k: int,
+    theta: int,
+    epsilon: float,
+    *,
+    fanout: int | None = None,
+    height: int | None = None,
+    eps_split: float | None = None,
+    moves: float = 1.0,
+    bottom: bool = False,
+    worst_case: bool = False,
+    max_fanout: int = 64,
+) -> list[OHPlan]:
+    """Every structure :func:`oh_plan` considers, best predicted MSE first."""
     k = check_positive_int(k, "k")
     theta = check_positive_int(theta, "theta (largest rank gap of a secret edge)", 0)
     if eps_split is not None and not 0 < eps_split < 1:
@@ -126,7 +161,7 @@ def oh_plan(
         if fanout is not None
         else range(2, max(3, min(max_fanout, k) + 1))
     )
-    best: OHPlan | None = None
+    plans: list[OHPlan] = []
     for f in fans:
         top = max(1, math.ceil(math.log(k, f) - 1e-12)) if k > 1 else 1
         heights = (
@@ -158,12 +193,85 @@ def oh_plan(
                 es, eh, mse = _split(a, b, epsilon)
             if h == 0:
                 es, eh = epsilon, 0.0
-            plan = OHPlan(f, h, block, es, eh, float(s_s), float(s_h), float(mse))
-            if best is None or plan.mse < best.mse - 1e-12:
-                best = plan
+            plans.append(OHPlan(f, h, block, es, eh, float(s_s), float(s_h), float(mse)))
 
-    assert best is not None
+    plans.sort(key=lambda p: p.mse)
+    return plans
+
+
+#: Structures are compared by their exact least-squares error when the padded domain is at most
+#: this large (public computation, no data involved); beyond it by the formula alone.
+MAX_EXACT_PLAN = 1 << 12
+
+
+def _choose(
+    k: int,
+    probe: Any,
+    eps: float,
+    fanout: int | None,
+    height: int | None,
+    eps_split: float | None,
+    consistency: bool,
+) -> OHPlan:
+    """The structure to use: the best by the closed-form MSE; with consistency on and a small
+    domain, the best tree (h >= 1) by formula and the Ordered Mechanism (h = 0) are compared by
+    their exact average variance after least squares over 64 fixed random ranges (least squares
+    helps trees, not the Ordered Mechanism). Public computation only: no data involved."""
+    cands = oh_candidates(
+        k,
+        probe.theta,
+        eps,
+        fanout=fanout,
+        height=height,
+        eps_split=eps_split,
+        moves=probe.moves,
+        bottom=probe.bottom,
+    )
+    if not consistency or len(cands) == 1:
+        return cands[0]
+    trees = [c for c in cands if c.height > 0][:1]
+    flat = [c for c in cands if c.height == 0][:1]
+    pool = [c for c in trees + flat if -(-k // c.block) * c.block <= MAX_EXACT_PLAN]
+    if len(pool) < 2:
+        return cands[0]
+    gen = np.random.default_rng(0)
+    ends = np.sort(gen.integers(0, k + 1, size=(64, 2)), axis=1)
+    ends[:, 1] = np.maximum(ends[:, 1], ends[:, 0] + 1)
+    ends = np.minimum(ends, k)
+    ends[:, 0] = np.minimum(ends[:, 0], ends[:, 1] - 1)
+    best, best_err = cands[0], math.inf
+    for c in pool:
+        sens = part_sensitivity_like(probe, k, c)
+        var_s = (
+            float(discrete_laplace_variance(sens[0] / c.eps_s))
+            if sens[0] > 0 and c.eps_s > 0
+            else 0.0
+        )
+        var_h = (
+            float(discrete_laplace_variance(sens[1] / c.eps_h))
+            if sens[1] > 0 and c.eps_h > 0
+            else 0.0
+        )
+        st = Structure(k, c.fanout, c.height, var_s, var_h, not probe.bottom)
+        if c.height > 0 and var_h > 0 and (var_s > 0 or st.n_s == 0):
+            err = float(np.mean([gls_range_variance(st, int(a), int(b)) for a, b in ends]))
+        else:
+            err = float(np.mean(direct_range_variance(ends[:, 0], ends[:, 1], st)))
+        if err < best_err - 1e-12:
+            best, best_err = c, err
     return best
+
+
+def part_sensitivity_like(probe: Any, k: int, c: OHPlan) -> tuple[float, float]:
+    """S- and H-part sensitivities of a candidate, from the probe (same rule as
+    :func:`fugu.blowfish.cumulative.part_sensitivity`)."""
+    n_blocks = -(-k // c.block)
+    s_part = float(-(-probe.theta // c.block)) if probe.theta else 0.0
+    h_part = float(2 * c.height) if probe.theta else 0.0
+    if probe.bottom:
+        s_part = max(s_part, float(n_blocks))
+        h_part = max(h_part, float(c.height))
+    return probe.moves * s_part, probe.moves * h_part
 
 
 def ordered_hierarchical(
@@ -200,15 +308,14 @@ def ordered_hierarchical(
     hist, policy = check_ordered_input(hist, policy, "Ordered Hierarchical Mechanism")
     k = hist.domain.size
     probe = part_sensitivity(policy, k, block=1, height=0)
-    plan = oh_plan(
+    plan = _choose(
         k,
-        probe.theta,
-        float(epsilon) if isinstance(epsilon, int | float) else 1.0,
-        fanout=fanout,
-        height=height,
-        eps_split=eps_split,
-        moves=probe.moves,
-        bottom=probe.bottom,
+        probe,
+        float(epsilon) if isinstance(epsilon, int | float) and epsilon > 0 else 1.0,
+        fanout,
+        height,
+        eps_split,
+        consistency,
     )
     eps, source = start(
         epsilon,
