@@ -25,6 +25,7 @@ import numpy as np
 
 import fugu
 from fugu.central.recommend import predict_errors
+from fugu.datasets import adult_histogram
 from fugu.queries import random_workload
 
 MECHS: dict[str, Callable[..., Any]] = {
@@ -111,10 +112,10 @@ def census_domain(occ_groups: int, occ_per_group: int, income: int) -> fugu.Doma
 def census_records(n: int, dom: fugu.Domain, seed: int = 0) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     age = np.clip(rng.normal(40, 15, size=n), 0, 100).astype(np.int64)
-    sex = np.asarray(dom.attribute("sex").values)[rng.integers(0, 2, size=n)]
+    sex = np.asarray(dom.attribute("sex").labels)[rng.integers(0, 2, size=n)]
     n_occ = dom.attribute("occupation").size
     occ_code = np.minimum(rng.zipf(1.3, size=n) - 1, n_occ - 1)
-    occ = np.asarray(dom.attribute("occupation").values)[occ_code]
+    occ = np.asarray(dom.attribute("occupation").labels)[occ_code]
     n_inc = dom.attribute("income").size
     income = np.clip(rng.lognormal(np.log(n_inc / 5), 0.8, size=n), 0, n_inc - 1).astype(np.int64)
     return {"age": age, "sex": sex, "occupation": occ, "income": income}
@@ -169,7 +170,7 @@ def bench_census(n_records: int, occ_groups: int, occ_per_group: int, income: in
 def bench_adult(reps: int, n_queries: int) -> None:
     """(d) The Privelet paper's experiment on Adult: error by query-coverage quintile."""
     attrs = ["age", "sex", "occupation", "hours_per_week"]
-    hist = fugu.datasets.adult_histogram(attrs)
+    hist = adult_histogram(attrs)
     dom = hist.domain
     n = float(hist.counts.sum())
     w = random_workload(dom, n_queries, n_predicates=(1, 4), seed=0)

@@ -10,6 +10,7 @@ import pytest
 import fugu
 from fugu.central import choose_plain, privelet
 from fugu.central.privelet import privelet_transforms, privelet_variance
+from fugu.datasets import adult_domain, adult_histogram
 from fugu.errors import DomainError, InvalidParameterError
 from fugu.queries import random_workload
 
@@ -124,7 +125,7 @@ def test_adult_privelet_plus_beats_privelet_and_basic_at_high_coverage() -> None
     quintile). On Adult's small domain Basic stays better below the top coverage quintile — see
     docs/central.md; the paper's census domains are 100x larger.
     """
-    hist = fugu.datasets.adult_histogram(["age", "sex", "occupation", "hours_per_week"])
+    hist = adult_histogram(["age", "sex", "occupation", "hours_per_week"])
     dom = hist.domain
     n = hist.counts.sum()
     w = random_workload(dom, 2000, n_predicates=(1, 4), seed=0)
@@ -154,8 +155,8 @@ def test_adult_privelet_plus_beats_privelet_and_basic_at_high_coverage() -> None
 
 
 def test_save_load_roundtrip(tmp_path: pytest.TempPathFactory) -> None:
-    dom = fugu.datasets.adult_domain(["age", "sex"])
-    hist = fugu.datasets.adult_histogram(["age", "sex"])
+    dom = adult_domain(["age", "sex"])
+    hist = adult_histogram(["age", "sex"])
     rel = privelet(hist, 1.0, plain=["sex"], rng=_rng())
     path = rel.save(tmp_path / "p.npz")  # type: ignore[operator]
     back = fugu.Release.load(path)

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 import fugu
 from fugu.central import predict_errors, recommend
 from fugu.cli import cli, main
+from fugu.datasets import adult_domain, adult_histogram
 from fugu.errors import InvalidParameterError
 from fugu.queries import random_workload
 
@@ -39,12 +40,10 @@ def test_predictions_match_measured_errors() -> None:
 
 
 def test_laplace_prediction_equals_release_expected_error() -> None:
-    dom = fugu.datasets.adult_domain(["age", "sex"])
+    dom = adult_domain(["age", "sex"])
     w = random_workload(dom, 20, seed=0)
     var = predict_errors(dom, w, 0.7, mechanisms=["laplace"])["laplace"]
-    rel = fugu.central.laplace(
-        fugu.datasets.adult_histogram(["age", "sex"]), 0.7, rng=fugu.RandomSource(seed=0)
-    )
+    rel = fugu.central.laplace(adult_histogram(["age", "sex"]), 0.7, rng=fugu.RandomSource(seed=0))
     for q, v in zip(w, var, strict=True):
         assert rel.expected_error(q) == pytest.approx(np.sqrt(v))
 
