@@ -11,6 +11,7 @@ Run ``python bench/bench_central.py`` (full) or ``python bench/bench_central.py 
     measured one.
 (d) The Privelet paper's experiment on Adult: square and relative error by query-coverage
     quintile for Basic, Privelet, Privelet+ (age and sex plain) and hierarchical.
+(e) The same comparison on the census domain of (b), from the exact analytic errors (no data).
 """
 
 from __future__ import annotations
@@ -200,10 +201,36 @@ def bench_adult(reps: int, n_queries: int) -> None:
         print(f"{name:<27} {sq}   {rq}")
 
 
+def bench_census_analytic(n_queries: int) -> None:
+    """(e) Exact (analytic, data-free) MSE on the census domain by domain-coverage quintile."""
+    from fugu.central.privelet import privelet_variance
+
+    dom = census_domain(32, 16, 200)
+    w = random_workload(dom, n_queries, n_predicates=(1, 4), seed=0)
+    b = w.bounds(dom)
+    vol = np.prod(b[:, :, 1] - b[:, :, 0], axis=1) / dom.size
+    quint = np.searchsorted(np.quantile(vol, [0.2, 0.4, 0.6, 0.8]), vol, side="right")
+    t = time.perf_counter()
+    var = predict_errors(dom, b, 1.0)
+    var["privelet+ (age,sex plain)"] = privelet_variance(dom, b, 1.0, plain=["age", "sex"])
+    dt = time.perf_counter() - t
+    print(
+        f"\n(e) census domain {dom.shape}, eps = 1, {n_queries:,} random 1-4 predicate queries: "
+        f"exact MSE by domain-coverage quintile (1 = smallest), computed without data in {dt:.2f} s"
+    )
+    print(f"{'mechanism':<27} {'Q1':>9} {'Q2':>9} {'Q3':>9} {'Q4':>9} {'Q5':>9} {'all':>9}")
+    for name, v in var.items():
+        row = " ".join(f"{v[quint == k].mean():9.3g}" for k in range(5))
+        print(f"{name:<27} {row} {v.mean():9.3g}")
+    print(f"(privelet+ = plain='auto' -> {fugu.central.choose_plain(dom)} untransformed)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
-    ap.add_argument("--only", choices=["1d", "census", "adult"], help="run one part only")
+    ap.add_argument(
+        "--only", choices=["1d", "census", "adult", "analytic"], help="run one part only"
+    )
     args = ap.parse_args()
     part = args.only
     if args.quick:
@@ -211,6 +238,8 @@ def main() -> None:
             bench_1d(100_000, 4096, 2000, [0.1, 1.0], reps=2)
         if part in (None, "adult"):
             bench_adult(reps=2, n_queries=500)
+        if part in (None, "analytic"):
+            bench_census_analytic(500)
         if part in (None, "census"):
             bench_census(300_000, 8, 8, 50)
     else:
@@ -218,6 +247,8 @@ def main() -> None:
             bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
         if part in (None, "adult"):
             bench_adult(reps=5, n_queries=2000)
+        if part in (None, "analytic"):
+            bench_census_analytic(2000)
         if part in (None, "census"):
             bench_census(10_000_000, 32, 16, 200)
 
