@@ -17,8 +17,37 @@ from ..errors import DomainError, EmptyDataError, InvalidParameterError
 from .numpy_engine import bincount_chunked, columns_of
 
 
-def iter_batches(path: str | Path, names: list[str], batch_rows: int = 1 << 20) -> Iterator[Any]:
-    """Arrow record batches of the named columns."""
+def iter_batches(
+    path: str | Path, names: list[str], batch_rows: int = 1 << 20, progress: bool = False
+) -> Iterator[Any]:
+    """Arrow record batches of the named columns (``progress``: a tqdm bar on stderr, in rows)."""
+    bar = _progress_bar(path, progress)
+    try:
+        for batch in _iter_batches(path, names, batch_rows):
+            if bar is not None:
+                bar.update(batch.num_rows)
+            yield batch
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _progress_bar(path: str | Path, progress: bool) -> Any:
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    total = None
+    try:
+        import pyarrow.parquet as pq
+
+        total = pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # noqa: BLE001 - CSV or unreadable: a bar without a total
+        total = None
+    return tqdm(total=total, unit=" rows", unit_scale=True, desc=f"counting {Path(path).name}")
+
+
+def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterator[Any]:
     p = Path(path)
     if not p.exists():
         raise InvalidParameterError(f"data file {str(p)!r} does not exist")
@@ -59,6 +88,7 @@ def histogram_from_file(
     *,
     out_of_domain: OutOfDomainPolicy = "error",
     batch_rows: int = 1 << 20,
+    progress: bool = False,
 ) -> NDArray[np.int64]:
     if path is None:
         raise InvalidParameterError(
@@ -66,7 +96,7 @@ def histogram_from_file(
         )
     total = np.zeros(domain.size, dtype=np.int64)
     rows = 0
-    for batch in iter_batches(path, list(domain.names), batch_rows):
+    for batch in iter_batches(path, list(domain.names), batch_rows, progress):
         if batch.num_rows == 0:
             continue
         rows += batch.num_rows

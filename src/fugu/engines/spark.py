@@ -437,12 +437,14 @@ def histogram(
     sql: str | None = None,
     num_partitions: int | None = None,
     batch_rows: int = CHUNK_ROWS,
+    progress: bool = False,
 ) -> NDArray[np.int64]:
     """Flat histogram counts of a Spark DataFrame (or a table :func:`to_dataframe` takes).
 
     ``method``: ``"jvm"`` (group-by inside the JVM), ``"arrow"`` (``mapInArrow`` + bincount per
     partition) or ``"auto"`` (:data:`DEFAULT_METHOD`, the faster in ``bench/bench_engines.py``).
-    Both give identical counts.
+    Both give identical counts. ``progress`` is accepted for symmetry with the other engines;
+    Spark shows its own console progress bar (``spark.ui.showConsoleProgress``).
     """
     if method not in METHODS:
         raise InvalidParameterError(f"method must be one of {METHODS}, got {method!r}")
