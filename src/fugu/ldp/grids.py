@@ -268,6 +268,12 @@ class GridProtocol(LDPProtocol):
     alpha1, alpha2 : guideline constants (0.7 and 0.03, the paper's values).
     estimator : λ-D estimator (λ ≥ 3): ``"full"`` (default) fits all four in/out cells of every
         attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does.
+        Measured (n = 10^6, d = 6, c = 64, 100 queries, 2 seeds, λ = 3 and 4, ε = 0.5/1/2 on
+        Gaussian ρ = 0.5, Gaussian ρ = 0 and Laplace ρ = 0.5 data): with exact 2-D answers
+        "full" is 5× more accurate; with HDG's noisy grids "in-in" wins 11 of 18 cells by at most
+        1.4× (small ε, heavy-tailed data: its bias happens to offset the grids' bias toward
+        independence), "full" wins the others by up to 4.8× (accurate grids). "full" has the
+        smaller worst case and the correct limit, so it is the default.
     max_iter, tol : stopping rule of Phase 2 (rounds of consistency + Norm-Sub) and of the
         weighted updates: stop when a round changes nothing by ``tol`` counts or more (1 user, the
         paper's threshold 1/n in frequency units), at most ``max_iter`` rounds (the code's 100).
