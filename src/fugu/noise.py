@@ -384,11 +384,15 @@ def discrete_laplace(
     if np.all(t == t[0]) and np.all(s == s[0]):
         groups = [(int(t[0]), int(s[0]), np.arange(t.size))]
     else:
-        pairs, inverse = np.unique(np.stack([t, s], axis=1), axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(pairs) + 1))
-        groups = [(int(pairs[g, 0]), int(pairs[g, 1]), order[bounds[g] : bounds[g + 1]]) for g in range(len(pairs))]
+        # One 1-D key per (t, s): s is a power of two 2**k with k < 64 and t < 2**53.
+        key = (t << _U64(6)) | np.log2(s.astype(np.float64)).astype(_U64)
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+        ends = np.r_[starts[1:], key.size]
+        groups = [
+            (int(t[order[a]]), int(s[order[a]]), order[a:b]) for a, b in zip(starts, ends, strict=True)
+        ]
     for tg, sg, idx in groups:
         y = _geometric(rng, tg, sg, 2 * idx.size)
         out[idx] = y[: idx.size] - y[idx.size :]  # the difference of two geometrics
@@ -502,7 +506,9 @@ def grid_laplace(
     """ε-DP release of real values with weighted L1 sensitivity, without floating-point noise.
 
     Privacy contract: for neighbouring inputs, ``sum_i weights[i] * |x_i - x'_i| <= sensitivity``
-    and at most ``max_changed`` coordinates differ. Coordinate ``i`` gets noise of scale
+    and at most ``max_changed`` coordinates differ. ``max_changed`` is capped at the number of
+    values passed, and the grid depends on it: a caller that noises one vector in chunks must pass
+    chunks of at least ``max_changed`` values (or the same grid results only for equal chunks). Coordinate ``i`` gets noise of scale
     ``λ / weights[i]`` (Privelet's weighted noise; plain Laplace when weights are 1).
 
     How: each value is rounded to a power-of-two grid ``γ_i`` so fine that the rounding can raise
