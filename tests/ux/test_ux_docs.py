@@ -133,6 +133,14 @@ def run_command(line: str, cwd: Path) -> None:
 
 
 def _fixtures(cwd: Path) -> None:
+    """The input files the model pages name (their own placeholders for a reader's files)."""
+    import json
+
+    from fugu.datasets import adult_domain
+
+    dom = adult_domain(["age", "occupation"])
+    (cwd / "my_domain.json").write_text(json.dumps(dom.to_dict()))
+    (cwd / "my_queries.json").write_text(json.dumps([{"age": [20, 29], "occupation": "Sales"}]))
     gen = np.random.default_rng(0)
     pts = gen.integers(0, [400, 300], size=(3000, 2))
     np.savetxt(cwd / "points.csv", pts, delimiter=",", header="lat,lon", comments="", fmt="%d")
