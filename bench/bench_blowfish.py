@@ -24,6 +24,7 @@ import numpy as np
 import fugu
 from fugu.blowfish import Policy, ordered, ordered_hierarchical
 from fugu.central import hierarchical
+from fugu.datasets import adult_histogram
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -129,10 +130,9 @@ def location_counts() -> tuple[np.ndarray, str]:
 
 def bench_theta(quick: bool) -> None:
     runs = 3 if quick else 10
-    adult = fugu.datasets.adult()
     sets = []
     for attr in ("age", "hours_per_week"):
-        h = fugu.datasets.adult_histogram([attr])
+        h = adult_histogram([attr])
         sets.append(
             (
                 f"Adult {attr} (|T| = {h.domain.size}, n = {h.total():,})",
@@ -140,7 +140,6 @@ def bench_theta(quick: bool) -> None:
                 [1, 2, 4, 8, 16, 32, 64],
             )
         )
-    del adult
     counts, src = location_counts()
     lon = counts.reshape(400, 300).sum(axis=1)
     lon_dom = fugu.Domain([fugu.Ordinal("lon_cell", 0, 399)])
