@@ -527,6 +527,6 @@ def run_demo(
     if report_path:
         from .report.demo_report import write_demo_report
 
-        res.report = str(write_demo_report(res, parts, report_path))
+        res.report = str(write_demo_report(res, parts, report_path).resolve())
     res.seconds = time.perf_counter() - t_start
     return res

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import emit, load_histogram
+from ._common import emit, is_tty, load_histogram
 
 __all__ = ["register"]
 
@@ -101,6 +101,7 @@ def report_cmd(
         n_queries=n_queries,
         seed=seed,
         title=title,
+        progress=is_tty(),
     )
     emit({"report": str(path), "releases": [p for p, _ in loaded]}, as_json, f"report: {path}")
 

@@ -69,6 +69,7 @@ def write_release_report(
     n_queries: int = 500,
     seed: int = 0,
     title: str | None = None,
+    progress: bool = False,
 ) -> Path:
     """Write one self-contained HTML report about ``releases`` ((label, Release) pairs).
 
@@ -111,7 +112,14 @@ def write_release_report(
     measured: dict[str, tuple[float, float]] = {}
     all_truth: dict[str, np.ndarray] = {}
     all_answers: dict[str, np.ndarray] = {}
-    for label, rel in releases:
+    items: Any = releases
+    if progress:
+        import sys
+
+        from tqdm import tqdm
+
+        items = tqdm(releases, desc="fugu report", unit="release", file=sys.stderr, leave=False)
+    for label, rel in items:
         g = rel.guarantee
         rep.add_text(f"{label}: the guarantee in plain words", plain_text(g))
         rep.add_preformatted(f"{label}: the guarantee as recorded", g.describe())
