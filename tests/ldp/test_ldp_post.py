@@ -289,3 +289,19 @@ def test_estimate_from_pairs_bad_input() -> None:
         estimate_from_pairs({(0, 1): t}, 3, 1.0)
     with pytest.raises(InvalidParameterError):
         estimate_from_pairs({(0, 1): t}, 2, 1.0, variant="x")
+
+
+def test_consistency_on_attribute_pairs_of_3d_marginals() -> None:
+    """CALM-style 3-way marginals made consistent on a shared pair (and a single attribute)."""
+    rng = np.random.default_rng(8)
+    e4, e2 = np.arange(5), np.array([0, 2, 4])
+    g1 = GridEstimate(("a", "b", "c"), (e4, e2, e4), rng.normal(10, 3, (4, 2, 4)), 1.0)
+    g2 = GridEstimate(("b", "a", "d"), (e4, e4, e2), rng.normal(10, 3, (4, 4, 2)), 2.0)
+    g3 = GridEstimate(("a", "e"), (e2, e4), rng.normal(40, 3, (2, 4)), 1.0)
+    out = consistency([g1, g2, g3], on=[("a", "b"), "a"])
+    m1 = out[0].marginal(["a", "b"])  # b has 2 cells in g1, 4 in g2: common partition of 2
+    m2 = out[1].marginal(["a", "b"])
+    np.testing.assert_allclose(m1, np.add.reduceat(m2, [0, 2], axis=1), atol=1e-9)
+    ma = [o.marginal(["a"]) for o in out]
+    np.testing.assert_allclose(np.add.reduceat(ma[0], [0, 2]), ma[2], atol=1e-9)
+    np.testing.assert_allclose(ma[0], ma[1], atol=1e-9)
