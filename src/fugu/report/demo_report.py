@@ -238,8 +238,8 @@ def _blowfish_section(
             "k-means: private / non-private objective vs epsilon",
             "objective ratio (1 = perfect)",
         ),
-        "Median over repeated fits. Private k-means can land in a poor local optimum, so "
-        "single runs vary a lot.",
+        "Median over repeated fits. Every fit starts from the same public, data-independent "
+        "centres, so the differences come from the noise.",
     )
     X = part["X"]
     fig, ax = plt.subplots(figsize=(7, 4.6))
