@@ -11,13 +11,17 @@ from fugu.graph import Annotations
 from fugu.graph.patterns import enumerate_pattern
 
 
-def node_annotations(G: nx.Graph, pattern: str = "triangle", k: int | None = None, universe: list | None = None) -> Annotations:
+def node_annotations(
+    G: nx.Graph, pattern: str = "triangle", k: int | None = None, universe: list | None = None
+) -> Annotations:
     """Node-privacy annotations over a FIXED participant universe (default: all nodes of G)."""
     occ = enumerate_pattern(G, pattern, k)
     universe = list(G.nodes) if universe is None else universe
     pos = {v: i for i, v in enumerate(universe)}
     ids = np.array([[pos[occ.nodes[i]] for i in row] for row in occ.occ.tolist()], dtype=np.int64)
-    return Annotations.conjunctions(ids.reshape(-1, occ.occ.shape[1]), None, len(universe), universe)
+    return Annotations.conjunctions(
+        ids.reshape(-1, occ.occ.shape[1]), None, len(universe), universe
+    )
 
 
 def random_graph(seed: int, n: int = 7, p: float = 0.5) -> nx.Graph:

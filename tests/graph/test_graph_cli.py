@@ -9,8 +9,25 @@ from fugu.cli import main
 
 def test_cli_count_karate_json(capsys, tmp_path) -> None:
     out = tmp_path / "rel.npz"
-    rc = main(["graph", "count", "--graph", "karate", "--pattern", "triangle", "--unit", "node",
-               "--epsilon", "0.5", "--seed", "3", "--json", "--out", str(out)])
+    rc = main(
+        [
+            "graph",
+            "count",
+            "--graph",
+            "karate",
+            "--pattern",
+            "triangle",
+            "--unit",
+            "node",
+            "--epsilon",
+            "0.5",
+            "--seed",
+            "3",
+            "--json",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["kind"] == "graph-count" and doc["guarantee"]["model"] == "node-dp"
@@ -23,13 +40,44 @@ def test_cli_edges_file_progress_and_errors(capsys, tmp_path) -> None:
     p.write_text("# SNAP\n0\t1\n1\t2\n0\t2\n2\t3\n3\t3\n")
     assert main(["graph", "count", "--edges", str(p), "--epsilon", "1", "--seed", "1"]) == 2
     assert "self-loop" in capsys.readouterr().err
-    rc = main(["graph", "count", "--edges", str(p), "--drop-self-loops", "--unit", "edge", "--pattern", "2-star",
-               "--epsilon", "1", "--seed", "1"])
+    rc = main(
+        [
+            "graph",
+            "count",
+            "--edges",
+            str(p),
+            "--drop-self-loops",
+            "--unit",
+            "edge",
+            "--pattern",
+            "2-star",
+            "--epsilon",
+            "1",
+            "--seed",
+            "1",
+        ]
+    )
     captured = capsys.readouterr()
-    assert rc == 0 and "2-star count" in captured.out and "edge differential privacy" in captured.out
+    assert (
+        rc == 0 and "2-star count" in captured.out and "edge differential privacy" in captured.out
+    )
     assert "LP" in captured.err  # progress display on stderr
     assert main(["graph", "count", "--graph", "karate", "--epsilon", "-1"]) == 2
     assert main(["graph", "count", "--epsilon", "1"]) != 0  # neither --edges nor --graph
-    rc = main(["graph", "count", "--graph", "karate", "--mechanism", "laplace", "--unit", "edge", "--epsilon", "1",
-               "--seed", "0"])
+    rc = main(
+        [
+            "graph",
+            "count",
+            "--graph",
+            "karate",
+            "--mechanism",
+            "laplace",
+            "--unit",
+            "edge",
+            "--epsilon",
+            "1",
+            "--seed",
+            "0",
+        ]
+    )
     assert rc == 0 and "global sensitivity" in capsys.readouterr().out

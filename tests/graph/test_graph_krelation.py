@@ -54,7 +54,11 @@ def test_union_projection_selection_rename() -> None:
 def test_join_dedupes_participants_in_a_clause() -> None:
     # a triangle by self-join: (a∧b)∧(b∧c)∧(a∧c) must become a∧b∧c (S = 1, not 2)
     E = edges_relation([("a", "b"), ("b", "c"), ("a", "c")])
-    tri = E.rename({"x": "a", "y": "b"}).join(E.rename({"x": "b", "y": "c"})).join(E.rename({"x": "a", "y": "c"}))
+    tri = (
+        E.rename({"x": "a", "y": "b"})
+        .join(E.rename({"x": "b", "y": "c"}))
+        .join(E.rename({"x": "a", "y": "c"}))
+    )
     assert tri.dnf(("a", "b", "c")) == frozenset({frozenset("abc")})
     ann = tri.select(lambda r: r["a"] < r["b"] < r["c"]).compile()
     assert ann.n_tuples == 1 and ann.size == 3
@@ -96,9 +100,19 @@ def _build(tables: list[list[tuple[int, int, str]]], drop: str | None) -> KRelat
     rels = []
     for i, rows in enumerate(tables):
         recs = [{"a": a, "b": b, "o": o} for a, b, o in rows if o != drop]
-        r = KRelation.from_records(recs, owners="o", columns=["a", "b"]) if recs else KRelation(["a", "b"])
+        r = (
+            KRelation.from_records(recs, owners="o", columns=["a", "b"])
+            if recs
+            else KRelation(["a", "b"])
+        )
         rels.append(r.rename({"a": f"c{i}", "b": f"c{i + 1}"}))
-    q = rels[0].join(rels[1]).project(["c0", "c2"]).rename({"c2": "c1"}).union(rels[0].project(["c0", "c1"]))
+    q = (
+        rels[0]
+        .join(rels[1])
+        .project(["c0", "c2"])
+        .rename({"c2": "c1"})
+        .union(rels[0].project(["c0", "c1"]))
+    )
     return q.rename({"c1": "c2"}).join(rels[2]).project(["c0"])
 
 
@@ -107,12 +121,16 @@ row = st.tuples(st.integers(0, 2), st.integers(0, 2), st.sampled_from(PEOPLE))
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(row, max_size=6), min_size=3, max_size=3), st.sampled_from(PEOPLE))
-def test_withdrawal_commutes_with_the_builder(tables: list[list[tuple[int, int, str]]], p: str) -> None:
+def test_withdrawal_commutes_with_the_builder(
+    tables: list[list[tuple[int, int, str]]], p: str
+) -> None:
     """The relation built without p equals the canonical form of the old one with p := False."""
     full = _build(tables, None)
     without = _build(tables, p)
     withdrawn = full.withdraw(p)
-    assert {t: without.dnf(t) for t in without.tuples()} == {t: withdrawn.dnf(t) for t in withdrawn.tuples()}
+    assert {t: without.dnf(t) for t in without.tuples()} == {
+        t: withdrawn.dnf(t) for t in withdrawn.tuples()
+    }
     # and φ agrees at random fractional points (same DNF ⇒ same φ; checked numerically too)
     if len(without):
         a1, a2 = without.compile(), withdrawn.compile()
@@ -123,7 +141,9 @@ def test_withdrawal_commutes_with_the_builder(tables: list[list[tuple[int, int, 
 
 
 def test_annotations_restrict_matches_krelation_withdraw() -> None:
-    rel = KRelation(["t"], {(i,): [set(c)] for i, c in enumerate(itertools.combinations("abcd", 2))})
+    rel = KRelation(
+        ["t"], {(i,): [set(c)] for i, c in enumerate(itertools.combinations("abcd", 2))}
+    )
     ann = rel.compile()
     p = ann.labels.index("a")  # type: ignore[union-attr]
     assert ann.withdraw(p).n_tuples == len(rel.withdraw("a")) == 3

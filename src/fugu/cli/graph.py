@@ -38,28 +38,69 @@ def register(cli: click.Group) -> None:
         """Node- and edge-DP pattern counts in graphs (Recursive Mechanism)."""
 
     @graph_group.command("count")
-    @click.option("--edges", type=click.Path(dir_okay=False), help="SNAP-style edge list (read as undirected simple graph).")
-    @click.option("--graph", "graph_name", type=click.Choice(GRAPHS), help="A graph shipped with networkx.")
-    @click.option("--pattern", "-p", default="triangle", show_default=True,
-                  help="edge, triangle, k-star, k-triangle, path, cycle, k-clique (or '2-star', '4-cycle', ...).")
+    @click.option(
+        "--edges",
+        type=click.Path(dir_okay=False),
+        help="SNAP-style edge list (read as undirected simple graph).",
+    )
+    @click.option(
+        "--graph", "graph_name", type=click.Choice(GRAPHS), help="A graph shipped with networkx."
+    )
+    @click.option(
+        "--pattern",
+        "-p",
+        default="triangle",
+        show_default=True,
+        help="edge, triangle, k-star, k-triangle, path, cycle, k-clique "
+        "(or '2-star', '4-cycle', ...).",
+    )
     @click.option("-k", "k", type=int, help="Size parameter of the pattern.")
-    @click.option("--unit", type=click.Choice(["node", "edge"]), default="node", show_default=True,
-                  help="Who is protected: a node with all its edges, or one edge.")
+    @click.option(
+        "--unit",
+        type=click.Choice(["node", "edge"]),
+        default="node",
+        show_default=True,
+        help="Who is protected: a node with all its edges, or one edge.",
+    )
     @click.option("--epsilon", "-e", type=float, required=True, help="Privacy-loss bound ε > 0.")
-    @click.option("--mechanism", type=click.Choice(["recursive", "laplace"]), default="recursive", show_default=True,
-                  help="laplace = global-sensitivity baseline (node unit needs --degree-bound).")
-    @click.option("--degree-bound", type=int, help="Public max degree promise (node-DP Laplace baseline).")
+    @click.option(
+        "--mechanism",
+        type=click.Choice(["recursive", "laplace"]),
+        default="recursive",
+        show_default=True,
+        help="laplace = global-sensitivity baseline (node unit needs --degree-bound).",
+    )
+    @click.option(
+        "--degree-bound", type=int, help="Public max degree promise (node-DP Laplace baseline)."
+    )
     @click.option("--beta", type=float, help="β (default ε/5).")
     @click.option("--mu", type=float, help="μ (default 1 node, 0.5 edge).")
     @click.option("--theta", type=float, default=1.0, show_default=True)
-    @click.option("--drop-self-loops", is_flag=True, help="Drop self-loops in --edges instead of refusing.")
+    @click.option(
+        "--drop-self-loops", is_flag=True, help="Drop self-loops in --edges instead of refusing."
+    )
     @click.option("--seed", type=int, help="Reproducible, NOT private run.")
     @click.option("--no-progress", is_flag=True, help="No progress display on stderr.")
     @click.option("--out", type=click.Path(dir_okay=False), help="Write the release here (.npz).")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-    def count_cmd(edges: str | None, graph_name: str | None, pattern: str, k: int | None, unit: str, epsilon: float,
-                  mechanism: str, degree_bound: int | None, beta: float | None, mu: float | None, theta: float,
-                  drop_self_loops: bool, seed: int | None, no_progress: bool, out: str | None, as_json: bool) -> None:
+    def count_cmd(
+        edges: str | None,
+        graph_name: str | None,
+        pattern: str,
+        k: int | None,
+        unit: str,
+        epsilon: float,
+        mechanism: str,
+        degree_bound: int | None,
+        beta: float | None,
+        mu: float | None,
+        theta: float,
+        drop_self_loops: bool,
+        seed: int | None,
+        no_progress: bool,
+        out: str | None,
+        as_json: bool,
+    ) -> None:
         """Release a privately counted number of PATTERN occurrences."""
         from ..graph import count, laplace_count
 
@@ -68,12 +109,26 @@ def register(cli: click.Group) -> None:
         show = not no_progress and not as_json
         t0 = time.perf_counter()
         if show:
-            click.echo(f"enumerating {pattern} occurrences, then solving linear programs ...", err=True)
+            click.echo(
+                f"enumerating {pattern} occurrences, then solving linear programs ...", err=True
+            )
         if mechanism == "laplace":
-            rel = laplace_count(G, pattern, epsilon, unit=unit, rng=rng, k=k, degree_bound=degree_bound)
+            rel = laplace_count(
+                G, pattern, epsilon, unit=unit, rng=rng, k=k, degree_bound=degree_bound
+            )
         else:
-            rel = count(G, pattern, epsilon, unit=unit, rng=rng, k=k, beta=beta, mu=mu, theta=theta,
-                        progress=show and sys.stderr is not None)
+            rel = count(
+                G,
+                pattern,
+                epsilon,
+                unit=unit,
+                rng=rng,
+                k=k,
+                beta=beta,
+                mu=mu,
+                theta=theta,
+                progress=show and sys.stderr is not None,
+            )
         seconds = time.perf_counter() - t0
         path = rel.save(out) if out else None
         # Running time depends on the data (number of LPs): shown to the operator on stderr only,
@@ -90,7 +145,10 @@ def register(cli: click.Group) -> None:
                 rows.append(["noise std", f"{rel.noise_std:,.2f}"])
             lines = [table(rows, [rel.statistic, ""]), rel.guarantee.describe()]
             if rel.delta_hat is not None:
-                lines.append("The estimate is biased low by design (a private lower bound plus unbiased noise).")
+                lines.append(
+                    "The estimate is biased low by design "
+                    "(a private lower bound plus unbiased noise)."
+                )
             if path:
                 lines.append(f"written to {path}")
             return "\n".join(lines)

@@ -24,7 +24,6 @@ Blocki et al. (ITCS 2013). The Recursive Mechanism's paper uses the edge-DP form
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import networkx as nx
 
@@ -43,15 +42,23 @@ def _automorphisms(h: nx.Graph) -> int:
     return sum(1 for _ in gm.isomorphisms_iter())
 
 
-def global_sensitivity(pattern: str | nx.Graph, unit: str, *, n: int | None = None,
-                       degree_bound: int | None = None, k: int | None = None) -> int:
+def global_sensitivity(
+    pattern: str | nx.Graph,
+    unit: str,
+    *,
+    n: int | None = None,
+    degree_bound: int | None = None,
+    k: int | None = None,
+) -> int:
     """Global sensitivity of a pattern count (see the module docstring for the formulas)."""
     h = pattern if isinstance(pattern, nx.Graph) else pattern_graph(pattern, k)
     v, e = h.number_of_nodes(), h.number_of_edges()
     name = None if isinstance(pattern, nx.Graph) else _normalise(pattern, k)
     if unit == "edge":
         if n is None or n < 2:
-            raise InvalidParameterError("edge-DP global sensitivity needs the public number of nodes n >= 2")
+            raise InvalidParameterError(
+                "edge-DP global sensitivity needs the public number of nodes n >= 2"
+            )
         if v > n:
             return 0 if v > n else 1
         falling = math.perm(n, v)
@@ -69,14 +76,24 @@ def global_sensitivity(pattern: str | nx.Graph, unit: str, *, n: int | None = No
     d = int(degree_bound)
     if name is not None:
         kind, kk = name
-        if kind == "edge" or (kind in ("path", "k-star") and kk == 1) or (kind == "k-clique" and kk == 2):
+        if (
+            kind == "edge"
+            or (kind in ("path", "k-star") and kk == 1)
+            or (kind == "k-clique" and kk == 2)
+        ):
             return d
-        if kind == "triangle" or (kind == "k-triangle" and kk == 1) or (kind == "cycle" and kk == 3):
+        if (
+            kind == "triangle"
+            or (kind == "k-triangle" and kk == 1)
+            or (kind == "cycle" and kk == 3)
+        ):
             return max(1, math.comb(d, 2))
         if kind == "k-star":
             return max(1, math.comb(d, kk) + d * math.comb(d - 1, kk - 1))
         if kind == "k-triangle":
-            return max(1, d * math.comb(d - 1, kk) + math.comb(d, 2) * math.comb(max(d - 2, 0), kk - 1))
+            return max(
+                1, d * math.comb(d - 1, kk) + math.comb(d, 2) * math.comb(max(d - 2, 0), kk - 1)
+            )
     return max(1, -(-(v * d ** (v - 1)) // _automorphisms(h)))
 
 
@@ -126,17 +143,24 @@ def laplace_count(
     true = len(enumerate_pattern(G, pattern, k))
     noisy = geometric_mechanism([true], gs, eps, source)
     neighbours = (
-        "add or remove one edge (node set public)" if unit == "edge"
+        "add or remove one edge (node set public)"
+        if unit == "edge"
         else f"add or remove one node with its edges (graphs of max degree <= {degree_bound})"
     )
     g = guarantee(
-        model=model, epsilon=eps, neighbours=neighbours, mechanism="laplace (global sensitivity)",
-        rng=source, sensitivity=float(gs),
+        model=model,
+        epsilon=eps,
+        neighbours=neighbours,
+        mechanism="laplace (global sensitivity)",
+        rng=source,
+        sensitivity=float(gs),
         source="Dwork et al. 2006; edge-DP sensitivities as in Karwa et al. (PVLDB 2011)",
-        parameters={"statistic": f"{name} count", "noise": "discrete Laplace", "scale": gs / eps,
-                    **({"degree_bound": degree_bound} if unit == "node" else {})},
+        parameters={
+            "statistic": f"{name} count",
+            "noise": "discrete Laplace",
+            "scale": gs / eps,
+            **({"degree_bound": degree_bound} if unit == "node" else {}),
+        },
     )
     std = math.sqrt(float(discrete_laplace_variance(gs / eps)))
     return CountRelease(g, float(noisy[0]), noise_std=std, statistic=f"{name} count")
-
-

@@ -71,7 +71,8 @@ def read_edge_list(
         if self_loops == "error":
             first = ids[np.flatnonzero(loops)[0], 0]
             raise InvalidParameterError(
-                f"{str(p)!r} has {int(loops.sum())} self-loop(s) (e.g. {first} {first}); patterns are "
+                f"{str(p)!r} has {int(loops.sum())} self-loop(s) (e.g. {first} {first}); "
+                f"patterns are "
                 f"counted in simple graphs — pass self_loops='drop' (CLI: --drop-self-loops)"
             )
         ids = ids[~loops]

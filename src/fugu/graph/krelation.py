@@ -120,12 +120,17 @@ class Annotations:
     def impact(self) -> NDArray[np.float64]:
         """Σ_{t ∋ p} q(t) for every participant p (= Σ_t q(t) S_{R(t),p} in minimal DNF)."""
         t, p = self.incidence()
-        return np.bincount(p, weights=self.weights[t], minlength=self.n_participants)
+        out = np.bincount(p, weights=self.weights[t], minlength=self.n_participants)
+        return np.asarray(out, dtype=np.float64)
 
     def evaluate(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
         """φ_{R(t)}(f) for every tuple (spec 5.2): ∧ → max(0, Σ − (m−1)), ∨ → max."""
         lens = np.diff(self.clause_ptr)
-        sums = np.add.reduceat(f[self.clause_vars], self.clause_ptr[:-1]) if self.n_clauses else np.zeros(0)
+        sums = (
+            np.add.reduceat(f[self.clause_vars], self.clause_ptr[:-1])
+            if self.n_clauses
+            else np.zeros(0)
+        )
         clause_val = np.maximum(0.0, sums - (lens - 1))
         if not self.n_tuples:
             return np.zeros(0)
@@ -137,7 +142,10 @@ class Annotations:
 
     @staticmethod
     def conjunctions(
-        vars_: NDArray[np.int64], weights: NDArray[np.float64] | None, n_participants: int, labels: Sequence[Any] | None = None
+        vars_: NDArray[np.int64],
+        weights: NDArray[np.float64] | None,
+        n_participants: int,
+        labels: Sequence[Any] | None = None,
     ) -> Annotations:
         """One clause per tuple: row ``t`` of the (n, k) array ``vars_`` (distinct per row)."""
         vars_ = np.ascontiguousarray(vars_, dtype=np.int64)
@@ -161,15 +169,27 @@ class Annotations:
         """
         lens = np.diff(self.clause_ptr)
         bad = ~keep[self.clause_vars]
-        clause_ok = np.add.reduceat(bad.astype(np.int64), self.clause_ptr[:-1]) == 0 if self.n_clauses else np.zeros(0, bool)
-        per_tuple = np.add.reduceat(clause_ok.astype(np.int64), self.tuple_ptr[:-1]) if self.n_tuples else np.zeros(0, np.int64)
+        clause_ok = (
+            np.add.reduceat(bad.astype(np.int64), self.clause_ptr[:-1]) == 0
+            if self.n_clauses
+            else np.zeros(0, bool)
+        )
+        per_tuple = (
+            np.add.reduceat(clause_ok.astype(np.int64), self.tuple_ptr[:-1])
+            if self.n_tuples
+            else np.zeros(0, np.int64)
+        )
         tuple_ok = per_tuple > 0
         kept_vars = self.clause_vars[np.repeat(clause_ok, lens)]
         used = np.zeros(self.n_participants, bool)
         used[kept_vars] = True
         newid = np.cumsum(used) - 1
         new_lens = lens[clause_ok]
-        labels = None if self.labels is None else tuple(lab for lab, u in zip(self.labels, used, strict=True) if u)
+        labels = (
+            None
+            if self.labels is None
+            else tuple(lab for lab, u in zip(self.labels, used, strict=True) if u)
+        )
         return Annotations(
             n_participants=int(used.sum()),
             clause_ptr=np.concatenate([[0], np.cumsum(new_lens)]).astype(np.int64),
@@ -255,7 +275,9 @@ class KRelation:
         for t, ann in (rows or {}).items():
             t = tuple(t)
             if len(t) != len(self.columns):
-                raise InvalidParameterError(f"tuple {t!r} has {len(t)} values for columns {self.columns}")
+                raise InvalidParameterError(
+                    f"tuple {t!r} has {len(t)} values for columns {self.columns}"
+                )
             dnf = minimal_dnf(ann)
             self._check(t, dnf)
             if dnf:
@@ -265,7 +287,8 @@ class KRelation:
         if frozenset() in dnf:
             raise InvalidParameterError(
                 f"tuple {t!r} is annotated True (present whoever withdraws): public tuples make "
-                f"H_0 ≠ 0 (spec 8.1(2)); give it an owner or add its contribution outside the mechanism"
+                f"H_0 ≠ 0 (spec 8.1(2)); give it an owner or add its contribution outside the "
+                f"mechanism"
             )
         if len(dnf) > self.max_clauses:
             raise InvalidParameterError(
@@ -379,14 +402,18 @@ class KRelation:
         return list(seen)
 
     # -- positive relational algebra -----------------------------------------------------------
-    def _new(self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Iterable[Iterable[Hashable]]]) -> KRelation:
+    def _new(
+        self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Iterable[Iterable[Hashable]]]
+    ) -> KRelation:
         return KRelation(columns, acc, max_clauses=self.max_clauses)
 
     def union(self, other: KRelation) -> KRelation:
         """``R1 ∪ R2``: annotations ``R1(t) ∨ R2(t)``; both must have the same columns."""
         _require(other)
         if other.columns != self.columns:
-            raise InvalidParameterError(f"union needs the same columns, got {self.columns} and {other.columns}")
+            raise InvalidParameterError(
+                f"union needs the same columns, got {self.columns} and {other.columns}"
+            )
         acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
         for rel in (self, other):
             for t, dnf in rel._materialise().items():
@@ -405,6 +432,7 @@ class KRelation:
     def select(self, predicate: Callable[[dict[str, Any]], bool] | Mapping[str, Any]) -> KRelation:
         """``σ R``: keep the tuples for which ``predicate(row_dict)`` is true (or that match a
         mapping column → value). The predicate must only look at the tuple itself."""
+        pred: Callable[[dict[str, Any]], bool]
         if isinstance(predicate, Mapping):
             want = dict(predicate)
             for c in want:
@@ -415,8 +443,14 @@ class KRelation:
         elif callable(predicate):
             pred = predicate
         else:
-            raise InvalidTypeError("predicate must be a callable(row_dict) -> bool or a mapping column -> value")
-        acc = {t: dnf for t, dnf in self._materialise().items() if pred(dict(zip(self.columns, t, strict=True)))}
+            raise InvalidTypeError(
+                "predicate must be a callable(row_dict) -> bool or a mapping column -> value"
+            )
+        acc = {
+            t: dnf
+            for t, dnf in self._materialise().items()
+            if pred(dict(zip(self.columns, t, strict=True)))
+        }
         return self._new(self.columns, acc)
 
     def rename(self, mapping: Mapping[str, str]) -> KRelation:
@@ -434,7 +468,9 @@ class KRelation:
         li = [self._index(c) for c in shared]
         ri = [other._index(c) for c in shared]
         xi = [other._index(c) for c in extra]
-        index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], frozenset[frozenset[Hashable]]]]] = {}
+        index: dict[
+            tuple[Any, ...], list[tuple[tuple[Any, ...], frozenset[frozenset[Hashable]]]]
+        ] = {}
         for t, dnf in other._materialise().items():
             index.setdefault(tuple(t[i] for i in ri), []).append((t, dnf))
         acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
@@ -465,7 +501,14 @@ class KRelation:
         return self._new(self.columns, acc)
 
     # -- compile -------------------------------------------------------------------------------
-    def compile(self, weights: Callable[[dict[str, Any]], float] | Sequence[float] | NDArray[Any] | str | None = None) -> Annotations:
+    def compile(
+        self,
+        weights: Callable[[dict[str, Any]], float]
+        | Sequence[float]
+        | NDArray[Any]
+        | str
+        | None = None,
+    ) -> Annotations:
         """The annotations as arrays, with the per-tuple weights q(t) (tuples of weight 0 dropped).
 
         ``weights``: None (count: q ≡ 1), a column name, a callable on the row dict, or an array
@@ -496,7 +539,9 @@ class KRelation:
                 clause_vars.extend(labels.setdefault(p, len(labels)) for p in sorted(c, key=repr))
         return Annotations(
             n_participants=len(labels),
-            clause_ptr=np.concatenate([[0], np.cumsum(clause_lens, dtype=np.int64)]).astype(np.int64),
+            clause_ptr=np.concatenate([[0], np.cumsum(clause_lens, dtype=np.int64)]).astype(
+                np.int64
+            ),
             clause_vars=np.asarray(clause_vars, dtype=np.int64),
             tuple_ptr=np.concatenate([[0], np.cumsum(tuple_lens, dtype=np.int64)]).astype(np.int64),
             weights=np.asarray(tw, dtype=np.float64),
@@ -512,10 +557,15 @@ class KRelation:
             i = self._index(weights)
             return np.asarray([float(t[i]) for t in rows], dtype=np.float64)
         if callable(weights):
-            return np.asarray([float(weights(dict(zip(self.columns, t, strict=True)))) for t in rows], dtype=np.float64)
+            return np.asarray(
+                [float(weights(dict(zip(self.columns, t, strict=True)))) for t in rows],
+                dtype=np.float64,
+            )
         w = np.asarray(weights, dtype=np.float64).reshape(-1)
         if w.size != n:
-            raise InvalidParameterError(f"weights has {w.size} entries for {n} tuples (in the order of .tuples())")
+            raise InvalidParameterError(
+                f"weights has {w.size} entries for {n} tuples (in the order of .tuples())"
+            )
         return w
 
 

@@ -56,6 +56,7 @@ class LPModel:
         method: str = "highs-ipm",
         g_method: str | None = None,
         progress: Callable[[str], None] | None = None,
+        time_limit: float | None = None,
     ) -> None:
         if method not in METHODS:
             raise FuguError(f"method must be one of {METHODS}, got {method!r}")
@@ -63,6 +64,7 @@ class LPModel:
         self.method = method
         self.g_method = g_method or method
         self.progress = progress
+        self.time_limit = time_limit
         self.stats = LPStats()
         n_p = ann.n_participants
         lens = np.diff(ann.clause_ptr)
@@ -81,7 +83,9 @@ class LPModel:
         first_var = ann.clause_vars[ann.clause_ptr[:-1]] if ann.n_clauses else np.zeros(0, np.int64)
         clause_val = np.where(multi_c, z_col, first_var)
         first_clause = ann.tuple_ptr[:-1]
-        tuple_val = np.where(multi_t, r_col, clause_val[first_clause] if ann.n_tuples else np.zeros(0, np.int64))
+        tuple_val = np.where(
+            multi_t, r_col, clause_val[first_clause] if ann.n_tuples else np.zeros(0, np.int64)
+        )
         self.tuple_val = tuple_val
         rows: list[NDArray[np.int64]] = []
         cols: list[NDArray[np.int64]] = []
@@ -164,25 +168,44 @@ class LPModel:
 
     def _eq(self, g: bool) -> sp.csr_array:
         n = self.n_cols + (1 if g else 0)
-        return sp.csr_array((np.ones(self.n_f), (np.zeros(self.n_f, np.int64), np.arange(self.n_f))), shape=(1, n))
+        return sp.csr_array(
+            (np.ones(self.n_f), (np.zeros(self.n_f, np.int64), np.arange(self.n_f))), shape=(1, n)
+        )
 
     # -- solving ---------------------------------------------------------------------------------
-    def _solve(self, label: str, c: NDArray[np.float64], a: sp.csr_array, b: NDArray[np.float64],
-               a_eq: sp.csr_array | None, b_eq: NDArray[np.float64] | None, bounds: NDArray[np.float64],
-               method: str) -> object:
+    def _solve(
+        self,
+        label: str,
+        c: NDArray[np.float64],
+        a: sp.csr_array,
+        b: NDArray[np.float64],
+        a_eq: sp.csr_array | None,
+        b_eq: NDArray[np.float64] | None,
+        bounds: NDArray[np.float64],
+        method: str,
+    ) -> object:
         if self.progress is not None:
             self.progress(label)
         t0 = time.perf_counter()
         res = linprog(
-            c, A_ub=a if a.shape[0] else None, b_ub=b if a.shape[0] else None, A_eq=a_eq, b_eq=b_eq,
-            bounds=bounds, method=method,
+            c,
+            A_ub=a if a.shape[0] else None,
+            b_ub=b if a.shape[0] else None,
+            A_eq=a_eq,
+            b_eq=b_eq,
+            bounds=bounds,
+            method=method,
+            options={} if self.time_limit is None else {"time_limit": float(self.time_limit)},
         )
         dt = time.perf_counter() - t0
         self.stats.n_solves += 1
         self.stats.seconds += dt
         self.stats.per_lp.append((label, dt))
         if res.status != 0:
-            raise SolverError(f"the {label} linear program did not solve ({method}: status {res.status}, {res.message})")
+            raise SolverError(
+                f"the {label} linear program did not solve "
+                f"({method}: status {res.status}, {res.message})"
+            )
         return res
 
     def h_value(self, i: int, tau: float = math.inf) -> float:
@@ -194,17 +217,28 @@ class LPModel:
             return self.ann.total()
         last: tuple[float, float] = (0.0, 0.0)
         for method in dict.fromkeys((self.method, "highs-ds")):
-            res = self._solve(f"H[{i}]", self.c_h, self.a_h, self.base_rhs, self._eq(False),
-                              np.array([float(i)]), self._bounds(False), method)
+            res = self._solve(
+                f"H[{i}]",
+                self.c_h,
+                self.a_h,
+                self.base_rhs,
+                self._eq(False),
+                np.array([float(i)]),
+                self._bounds(False),
+                method,
+            )
             if not math.isfinite(tau):
                 return float(res.fun)  # type: ignore[attr-defined]
             upper = self._upper(res.x[: self.n_f], float(i))  # type: ignore[attr-defined]
-            lower = self._lower(res, self.c_h, self.a_h, self.base_rhs, float(i), self._bounds(False))
+            lower = self._lower(
+                res, self.c_h, self.a_h, self.base_rhs, float(i), self._bounds(False)
+            )
             last = (lower, upper)
             if upper - lower <= tau:
                 return upper
         raise SolverError(
-            f"H[{i}] could not be certified to the tolerance {tau:g} (bounds {last[0]:.9g} .. {last[1]:.9g}); "
+            f"H[{i}] could not be certified to the tolerance {tau:g} "
+            f"(bounds {last[0]:.9g} .. {last[1]:.9g}); "
             f"raise tolerance="
         )
 
@@ -218,14 +252,25 @@ class LPModel:
         assert self._g_rhs is not None
         c = np.zeros(self.n_cols + 1)
         c[-1] = 1.0
-        res = self._solve(f"G[{i}]", c, a, self._g_rhs, self._eq(True), np.array([float(i)]), self._bounds(True), self.g_method)
+        res = self._solve(
+            f"G[{i}]",
+            c,
+            a,
+            self._g_rhs,
+            self._eq(True),
+            np.array([float(i)]),
+            self._bounds(True),
+            self.g_method,
+        )
         return 2.0 * float(res.fun)  # type: ignore[attr-defined]
 
     def x_argmin(self, delta_hat: float) -> float:
         """The real minimiser i' = Σ_p f_p of the X program (eq. 20)."""
         c = self.c_h.copy()
         c[: self.n_f] -= delta_hat
-        res = self._solve("X", c, self.a_h, self.base_rhs, None, None, self._bounds(False), self.method)
+        res = self._solve(
+            "X", c, self.a_h, self.base_rhs, None, None, self._bounds(False), self.method
+        )
         return float(np.clip(res.x[: self.n_f], 0, 1).sum())  # type: ignore[attr-defined]
 
     # -- certification ---------------------------------------------------------------------------
@@ -241,8 +286,15 @@ class LPModel:
             f = np.clip(f, 0.0, 1.0)
         return float(self.ann.weights @ self.ann.evaluate(f))
 
-    def _lower(self, res: object, c: NDArray[np.float64], a: sp.csr_array, b: NDArray[np.float64],
-               i: float, bounds: NDArray[np.float64]) -> float:
+    def _lower(
+        self,
+        res: object,
+        c: NDArray[np.float64],
+        a: sp.csr_array,
+        b: NDArray[np.float64],
+        i: float,
+        bounds: NDArray[np.float64],
+    ) -> float:
         """Weak-duality lower bound from the solver's multipliers (valid for any multipliers)."""
         y = np.minimum(np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)  # type: ignore[attr-defined]
         y_eq = float(np.asarray(res.eqlin.marginals, dtype=np.float64)[0])  # type: ignore[attr-defined]

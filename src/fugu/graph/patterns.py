@@ -35,7 +35,14 @@ from numpy.typing import NDArray
 from ..errors import InvalidParameterError, InvalidTypeError
 from .krelation import Annotations, KRelation
 
-__all__ = ["PATTERNS", "Occurrences", "enumerate_pattern", "pattern_relation", "check_graph", "pattern_graph"]
+__all__ = [
+    "PATTERNS",
+    "Occurrences",
+    "enumerate_pattern",
+    "pattern_relation",
+    "check_graph",
+    "pattern_graph",
+]
 
 PATTERNS = ("edge", "triangle", "k-star", "k-triangle", "path", "cycle", "k-clique")
 _ALIASES = {
@@ -111,7 +118,9 @@ class _Graph:
         dst = np.concatenate([self.edge_v, self.edge_u])
         o = np.lexsort((dst, src))
         self.indices = dst[o]
-        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
+        self.indptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(
+            np.int64
+        )
         self.degree = np.diff(self.indptr)
 
     def edge_id(self, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -119,11 +128,19 @@ class _Graph:
         key = np.minimum(a, b) * self.n + np.maximum(a, b)
         pos = np.searchsorted(self.keys, key)
         pos = np.minimum(pos, max(0, self.keys.size - 1))
-        ok = (self.keys.size > 0) & (self.keys[pos] == key) if self.keys.size else np.zeros(key.shape, bool)
+        ok = (
+            (self.keys.size > 0) & (self.keys[pos] == key)
+            if self.keys.size
+            else np.zeros(key.shape, bool)
+        )
         return np.where(ok, pos, -1)
 
-    def neighbours_of(self, src: NDArray[np.int64], indptr: NDArray[np.int64] | None = None,
-                      indices: NDArray[np.int64] | None = None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    def neighbours_of(
+        self,
+        src: NDArray[np.int64],
+        indptr: NDArray[np.int64] | None = None,
+        indices: NDArray[np.int64] | None = None,
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """For each src[i], all its neighbours: (row i repeated, neighbour)."""
         ip = self.indptr if indptr is None else indptr
         ix = self.indices if indices is None else indices
@@ -167,8 +184,12 @@ def _cliques(g: _Graph, k: int) -> NDArray[np.int64]:
     return cl.reshape(-1, k)
 
 
-def _combinations(groups: NDArray[np.int64], items: NDArray[np.int64], k: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """All k-subsets of the items of each group (groups sorted, items aligned): (group, (m, k) items)."""
+def _combinations(
+    groups: NDArray[np.int64], items: NDArray[np.int64], k: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """All k-subsets of the items of each group (groups sorted, items aligned).
+
+    Returns (group of each subset, (m, k) items)."""
     if not groups.size:
         return np.zeros(0, np.int64), np.zeros((0, k), np.int64)
     bounds = np.flatnonzero(np.diff(groups)) + 1
@@ -263,19 +284,28 @@ def _normalise(pattern: str, k: int | None) -> tuple[str, int]:
     if k < minimum:
         raise InvalidParameterError(f"k must be >= {minimum} for pattern {name!r}, got {k}")
     if k > 12:
-        raise InvalidParameterError(f"k = {k} is too large: occurrence enumeration grows like degree^k")
+        raise InvalidParameterError(
+            f"k = {k} is too large: occurrence enumeration grows like degree^k"
+        )
     return name, k
 
 
-def _filtered(G: nx.Graph, node_predicate: Callable[[dict[str, Any]], bool] | None,
-              edge_predicate: Callable[[dict[str, Any]], bool] | None) -> nx.Graph:
+def _filtered(
+    G: nx.Graph,
+    node_predicate: Callable[[dict[str, Any]], bool] | None,
+    edge_predicate: Callable[[dict[str, Any]], bool] | None,
+) -> nx.Graph:
     if node_predicate is None and edge_predicate is None:
         return G
     H = nx.Graph()
     H.add_nodes_from(G.nodes(data=True))
     if node_predicate is not None:
         H.remove_nodes_from([v for v, a in G.nodes(data=True) if not node_predicate(a)])
-    keep = [(u, v, a) for u, v, a in G.edges(data=True) if u in H and v in H and (edge_predicate is None or edge_predicate(a))]
+    keep = [
+        (u, v, a)
+        for u, v, a in G.edges(data=True)
+        if u in H and v in H and (edge_predicate is None or edge_predicate(a))
+    ]
     H.add_edges_from(keep)
     return H
 
@@ -301,7 +331,11 @@ def enumerate_pattern(
     g = _Graph(H) if H is not G else full
     if isinstance(pattern, nx.Graph):
         occ, pairs_e = _general(g, H, pattern, induced)
-        occ_edges = np.stack([g.edge_id(occ[:, a], occ[:, b]) for a, b in pairs_e], axis=1) if occ.shape[0] else np.zeros((0, len(pairs_e)), np.int64)
+        occ_edges = (
+            np.stack([g.edge_id(occ[:, a], occ[:, b]) for a, b in pairs_e], axis=1)
+            if occ.shape[0]
+            else np.zeros((0, len(pairs_e)), np.int64)
+        )
     else:
         if induced:
             raise InvalidParameterError("induced=True needs the pattern as a networkx graph")
@@ -315,11 +349,18 @@ def enumerate_pattern(
         occ = remap[occ] if occ.size else occ.reshape(0, occ.shape[1])
         eu, ev = remap[g.edge_u], remap[g.edge_v]
         occ_edges = full.edge_id(eu[occ_edges], ev[occ_edges]) if occ_edges.size else occ_edges
-    return Occurrences(full.nodes, occ, occ_edges, full.edge_u, full.edge_v, time.perf_counter() - t0)
+    return Occurrences(
+        full.nodes, occ, occ_edges, full.edge_u, full.edge_v, time.perf_counter() - t0
+    )
 
 
 def _named(g: _Graph, name: str, k: int) -> tuple[NDArray[np.int64], list[tuple[int, int]]]:
-    if name == "edge" or (name == "path" and k == 1) or (name == "k-star" and k == 1) or (name == "k-clique" and k == 2):
+    if (
+        name == "edge"
+        or (name == "path" and k == 1)
+        or (name == "k-star" and k == 1)
+        or (name == "k-clique" and k == 2)
+    ):
         return np.stack([g.edge_u, g.edge_v], axis=1), [(0, 1)]
     if name == "triangle" or (name == "k-triangle" and k == 1) or (name == "cycle" and k == 3):
         return _cliques(g, 3), _pairs(3)
@@ -332,7 +373,13 @@ def _named(g: _Graph, name: str, k: int) -> tuple[NDArray[np.int64], list[tuple[
     if name == "k-triangle":
         tri = _cliques(g, 3)
         # (edge, apex) pairs: each triangle gives its three edges their apex
-        e = np.concatenate([g.edge_id(tri[:, 0], tri[:, 1]), g.edge_id(tri[:, 0], tri[:, 2]), g.edge_id(tri[:, 1], tri[:, 2])])
+        e = np.concatenate(
+            [
+                g.edge_id(tri[:, 0], tri[:, 1]),
+                g.edge_id(tri[:, 0], tri[:, 2]),
+                g.edge_id(tri[:, 1], tri[:, 2]),
+            ]
+        )
         apex = np.concatenate([tri[:, 2], tri[:, 1], tri[:, 0]])
         o = np.lexsort((apex, e))
         eid, ap = _combinations(e[o], apex[o], k)
@@ -350,7 +397,9 @@ def _named(g: _Graph, name: str, k: int) -> tuple[NDArray[np.int64], list[tuple[
     return p, [(i, i + 1) for i in range(k - 1)] + [(k - 1, 0)]
 
 
-def _general(g: _Graph, H: nx.Graph, pattern: nx.Graph, induced: bool) -> tuple[NDArray[np.int64], list[tuple[int, int]]]:
+def _general(
+    g: _Graph, H: nx.Graph, pattern: nx.Graph, induced: bool
+) -> tuple[NDArray[np.int64], list[tuple[int, int]]]:
     """VF2 occurrences of a small connected pattern, each edge set once."""
     if pattern.is_directed() or pattern.is_multigraph():
         raise InvalidParameterError("the pattern must be an undirected simple networkx graph")
@@ -373,7 +422,9 @@ def _general(g: _Graph, H: nx.Graph, pattern: nx.Graph, induced: bool) -> tuple[
         pred = pat_attrs.get("predicate")
         return True if pred is None else bool(pred(data_attrs))
 
-    gm = nx.algorithms.isomorphism.GraphMatcher(H, pattern, node_match=node_match, edge_match=edge_match)
+    gm = nx.algorithms.isomorphism.GraphMatcher(
+        H, pattern, node_match=node_match, edge_match=edge_match
+    )
     it = gm.subgraph_isomorphisms_iter() if induced else gm.subgraph_monomorphisms_iter()
     pos = {v: i for i, v in enumerate(g.nodes)}
     seen: set[frozenset[tuple[int, int]]] = set()
@@ -434,7 +485,8 @@ def annotations_of(occ: Occurrences, unit: str) -> Annotations:
     return Annotations.conjunctions(newid[ids], None, used.size, labels)
 
 
-def count_occurrences(G: nx.Graph, pattern: str | nx.Graph, k: int | None = None, **options: Any) -> int:
+def count_occurrences(
+    G: nx.Graph, pattern: str | nx.Graph, k: int | None = None, **options: Any
+) -> int:
     """The exact (non-private) number of occurrences. Never publish it."""
     return len(enumerate_pattern(G, pattern, k, **options))
-

@@ -98,14 +98,20 @@ class RecursiveParameters:
     ) -> RecursiveParameters:
         eps = check_epsilon(epsilon)
         if not (0 < split < 1):
-            raise InvalidParameterError(f"split (the share of epsilon spent on Δ̂) must be in (0, 1), got {split!r}")
+            raise InvalidParameterError(
+                f"split (the share of epsilon spent on Δ̂) must be in (0, 1), got {split!r}"
+            )
         b = eps / 5 if beta is None else float(beta)
         for name, v in (("beta", b), ("theta", theta), ("mu", mu)):
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise InvalidParameterError(f"{name} must be a finite number > 0, got {v!r}")
         if not (0 <= tolerance <= 1):
-            raise InvalidParameterError(f"tolerance must be in [0, 1] (a fraction of Δ̂), got {tolerance!r}")
-        return cls(eps * split, eps * (1 - split), float(b), float(theta), float(mu), float(tolerance))
+            raise InvalidParameterError(
+                f"tolerance must be in [0, 1] (a fraction of Δ̂), got {tolerance!r}"
+            )
+        return cls(
+            eps * split, eps * (1 - split), float(b), float(theta), float(mu), float(tolerance)
+        )
 
     @property
     def epsilon(self) -> float:
@@ -194,16 +200,23 @@ class CountRelease(Release):
         )
 
     def summary(self) -> dict[str, Any]:
-        return super().summary() | {"statistic": self.statistic, "value": self.value, "delta_hat": self.delta_hat}
+        return super().summary() | {
+            "statistic": self.statistic,
+            "value": self.value,
+            "delta_hat": self.delta_hat,
+        }
 
     def __repr__(self) -> str:
         g = self.guarantee
         tail = "" if g.private else " NOT PRIVATE"
-        return f"<CountRelease {self.statistic} ≈ {self.value:.4g} ({g.mechanism}, {g.model}, ε={g.epsilon:g}){tail}>"
+        what = f"({g.mechanism}, {g.model}, ε={g.epsilon:g})"
+        return f"<CountRelease {self.statistic} ≈ {self.value:.4g} {what}{tail}>"
 
 
 # -- the mechanism --------------------------------------------------------------------------------
-def _progress_callback(progress: bool | Callable[[str], None]) -> tuple[Callable[[str], None] | None, Any]:
+def _progress_callback(
+    progress: bool | Callable[[str], None],
+) -> tuple[Callable[[str], None] | None, Any]:
     if callable(progress):
         return progress, None
     if not progress:
@@ -254,7 +267,9 @@ def x_value(model: LPModel, delta_hat: float, tau: float = math.inf) -> tuple[fl
     if delta_hat >= float(ann.impact().max(initial=0.0)):
         return total, n
     i_real = model.x_argmin(delta_hat)
-    cands = sorted({min(n, max(0, math.floor(i_real + 1e-9))), min(n, max(0, math.ceil(i_real - 1e-9)))})
+    cands = sorted(
+        {min(n, max(0, math.floor(i_real + 1e-9))), min(n, max(0, math.ceil(i_real - 1e-9)))}
+    )
     if len(cands) == 1:  # i' is an integer: also look one step either side (cheap safety)
         i0 = cands[0]
         cands = sorted({max(0, i0 - 1), i0, min(n, i0 + 1)})
@@ -275,6 +290,7 @@ def recursive_mechanism(
     method: str = "highs-ipm",
     g_method: str | None = None,
     progress: bool | Callable[[str], None] = False,
+    lp_time_limit: float | None = None,
 ) -> tuple[float, float, float, Trace]:
     """Run the efficient Recursive Mechanism on compiled annotations.
 
@@ -283,11 +299,15 @@ def recursive_mechanism(
     """
     cb, bar = _progress_callback(progress)
     try:
-        model = LPModel(ann, method=method, g_method=g_method, progress=cb)
+        model = LPModel(
+            ann, method=method, g_method=g_method, progress=cb, time_limit=lp_time_limit
+        )
         j, g_top = find_j(model, params)
         ln_delta = math.log(params.theta) + j * params.beta
         # Step 2: ln Δ̂ = ln Δ + μ + Y, Y ~ Lap(β/ε1) on a fine grid (exact discrete sampler).
-        noisy, _ = grid_laplace(np.array([ln_delta]), sensitivity=params.beta, epsilon=params.epsilon1, rng=rng)
+        noisy, _ = grid_laplace(
+            np.array([ln_delta]), sensitivity=params.beta, epsilon=params.epsilon1, rng=rng
+        )
         ln_dh = float(noisy[0]) + params.mu
         ln_dh = min(max(ln_dh, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA), LN_DELTA_HAT_MAX)
         delta_hat = math.exp(ln_dh)
@@ -295,8 +315,12 @@ def recursive_mechanism(
         x, i_star = x_value(model, delta_hat, tau if params.tolerance > 0 else math.inf)
         sens = delta_hat + 2 * tau
         if sens / params.epsilon2 > MAX_SCALE:  # pragma: no cover - prevented by the clamp
-            raise InvalidParameterError("noise scale Δ̂/ε2 exceeds the sampler's limit; raise epsilon")
-        x_hat, info = grid_laplace(np.array([x]), sensitivity=sens, epsilon=params.epsilon2, rng=rng)
+            raise InvalidParameterError(
+                "noise scale Δ̂/ε2 exceeds the sampler's limit; raise epsilon"
+            )
+        x_hat, info = grid_laplace(
+            np.array([x]), sensitivity=sens, epsilon=params.epsilon2, rng=rng
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -318,8 +342,15 @@ def recursive_mechanism(
     return float(x_hat[0]), delta_hat, float(info.scale.reshape(-1)[0]), trace
 
 
-def _guarantee(model: str, params: RecursiveParameters, rng: RandomSource, statistic: str,
-               neighbours: str, mechanism: str = "recursive", extra: dict[str, Any] | None = None) -> Guarantee:
+def _guarantee(
+    model: str,
+    params: RecursiveParameters,
+    rng: RandomSource,
+    statistic: str,
+    neighbours: str,
+    mechanism: str = "recursive",
+    extra: dict[str, Any] | None = None,
+) -> Guarantee:
     return guarantee(
         model=model,
         epsilon=params.epsilon,
@@ -383,17 +414,23 @@ def answer(
     --------
     >>> import fugu
     >>> from fugu.graph import KRelation, answer
-    >>> trips = KRelation.from_records(
-    ...     [{"who": "ann", "km": 3.0}, {"who": "bob", "km": 5.0}, {"who": "ann", "km": 4.0}], owners="who")
+    >>> rows = [{"who": "ann", "km": 3.0}, {"who": "bob", "km": 5.0}, {"who": "ann", "km": 4.0}]
+    >>> trips = KRelation.from_records(rows, owners="who")
     >>> rel = answer(trips, "km", epsilon=1.0, rng=fugu.RandomSource(seed=2))
     >>> rel.guarantee.epsilon, rel.statistic
     (1.0, 'sum of km')
     """
     if not isinstance(krelation, KRelation):
-        raise InvalidTypeError(f"krelation must be a fugu.graph.KRelation, got {type(krelation).__name__}")
+        raise InvalidTypeError(
+            f"krelation must be a fugu.graph.KRelation, got {type(krelation).__name__}"
+        )
     eps = check_epsilon(epsilon)
     w = krelation._weights(weights)
-    label = "count of tuples" if weights is None else (f"sum of {weights}" if isinstance(weights, str) else "weighted sum")
+    label = (
+        "count of tuples"
+        if weights is None
+        else (f"sum of {weights}" if isinstance(weights, str) else "weighted sum")
+    )
     has_neg = bool(np.any(w < 0))
     if has_neg and not split_signed:
         raise InvalidParameterError(
@@ -403,9 +440,13 @@ def answer(
         )
     if not np.all(np.isfinite(w)):
         raise InvalidParameterError("weights must be finite")
-    eps_total, source = start(eps, rng, accountant, f"recursive mechanism: {label}", model="node-dp")
+    eps_total, source = start(
+        eps, rng, accountant, f"recursive mechanism: {label}", model="node-dp"
+    )
     if not split_signed:
-        params = RecursiveParameters.make(eps_total, beta=beta, theta=theta, mu=mu, split=split, tolerance=tolerance)
+        params = RecursiveParameters.make(
+            eps_total, beta=beta, theta=theta, mu=mu, split=split, tolerance=tolerance
+        )
         ann = krelation.compile(w)
         x_hat, dh, scale, _ = recursive_mechanism(ann, params, source, progress=progress)
         g = _guarantee("node-dp", params, source, label, NEIGHBOURS_RELATION)
@@ -414,7 +455,9 @@ def answer(
         raise InvalidParameterError(f"signed_share must be in (0, 1), got {signed_share!r}")
     parts = []
     for sign, share in ((1.0, signed_share), (-1.0, 1 - signed_share)):
-        params = RecursiveParameters.make(eps_total * share, beta=beta, theta=theta, mu=mu, split=split, tolerance=tolerance)
+        params = RecursiveParameters.make(
+            eps_total * share, beta=beta, theta=theta, mu=mu, split=split, tolerance=tolerance
+        )
         ann = krelation.compile(np.maximum(sign * w, 0.0))
         parts.append((recursive_mechanism(ann, params, source, progress=progress), params))
     (xp, dhp, sp_, _), pp = parts[0]
@@ -437,7 +480,9 @@ def answer(
             "mu": mu,
         },
     )
-    return CountRelease(g, xp - xn, delta_hat=None, noise_std=math.sqrt(2 * (sp_**2 + sn**2)), statistic=label)
+    return CountRelease(
+        g, xp - xn, delta_hat=None, noise_std=math.sqrt(2 * (sp_**2 + sn**2)), statistic=label
+    )
 
 
 # -- exact (exponential) sequences and the general mechanism (spec section 4) ---------------------
@@ -448,10 +493,16 @@ def subset_values(ann: Annotations) -> NDArray[np.float64]:
     """q(M(P')) for every subset P' (bitmask over participants 0..n−1) of a K-relation."""
     n = ann.n_participants
     if n > MAX_EXACT_PARTICIPANTS:
-        raise InvalidParameterError(f"exact sequences enumerate 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS}")
+        raise InvalidParameterError(
+            f"exact sequences enumerate 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS}"
+        )
     masks = np.arange(1 << n, dtype=np.int64)
     lens = np.diff(ann.clause_ptr)
-    cm = np.add.reduceat(np.left_shift(np.int64(1), ann.clause_vars), ann.clause_ptr[:-1]) if ann.n_clauses else np.zeros(0, np.int64)
+    cm = (
+        np.add.reduceat(np.left_shift(np.int64(1), ann.clause_vars), ann.clause_ptr[:-1])
+        if ann.n_clauses
+        else np.zeros(0, np.int64)
+    )
     out = np.zeros(masks.size)
     del lens
     for t in range(ann.n_tuples):
@@ -463,7 +514,9 @@ def subset_values(ann: Annotations) -> NDArray[np.float64]:
     return out
 
 
-def exact_sequences(q: NDArray[np.float64], n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def exact_sequences(
+    q: NDArray[np.float64], n: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """H (eq. 13) and G (eq. 15) of the general construction from q over all 2^n subsets.
 
     H_i = min_{|P'|=i} q(P'); G_i = min_{|P'|=i} GS~(P') with GS~(P') = max_{P''⊆P'} LS~(P'') and
@@ -529,37 +582,66 @@ def general_recursive(
         parts = list(participants)
         n = len(parts)
         if n > MAX_EXACT_PARTICIPANTS:
-            raise InvalidParameterError(f"the general mechanism enumerates 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS}")
+            raise InvalidParameterError(
+                f"the general mechanism enumerates 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS}"
+            )
         q = np.array(
-            [float(query(frozenset(p for b, p in enumerate(parts) if m >> b & 1))) for m in range(1 << n)]
+            [
+                float(query(frozenset(p for b, p in enumerate(parts) if m >> b & 1)))
+                for m in range(1 << n)
+            ]
         )
     else:
         q = np.asarray(query, dtype=np.float64)
         n = int(round(math.log2(q.size))) if q.size else 0
         if q.size != 1 << n:
-            raise InvalidParameterError("an array query must have 2^n entries (one per subset bitmask)")
+            raise InvalidParameterError(
+                "an array query must have 2^n entries (one per subset bitmask)"
+            )
     if not np.all(np.isfinite(q)):
         raise InvalidParameterError("query values must be finite")
     if check_monotone:
         _check_monotone(q, n)
-    params = RecursiveParameters.make(epsilon, beta=beta, theta=theta, mu=mu, split=split, tolerance=0.0)
+    params = RecursiveParameters.make(
+        epsilon, beta=beta, theta=theta, mu=mu, split=split, tolerance=0.0
+    )
     eps, source = start(params.epsilon, rng, accountant, "general recursive mechanism", model=model)
     h, g = exact_sequences(q, n)
     # eq. 11 with the exact G (g = 1)
     j = next(i for i in range(n + 1) if g[n - i] <= params.theta * math.exp(i * params.beta))
     ln_delta = math.log(params.theta) + j * params.beta
-    noisy, _ = grid_laplace(np.array([ln_delta]), sensitivity=params.beta, epsilon=params.epsilon1, rng=source)
-    ln_dh = min(max(float(noisy[0]) + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA), LN_DELTA_HAT_MAX)
+    noisy, _ = grid_laplace(
+        np.array([ln_delta]), sensitivity=params.beta, epsilon=params.epsilon1, rng=source
+    )
+    ln_dh = min(
+        max(float(noisy[0]) + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA),
+        LN_DELTA_HAT_MAX,
+    )
     dh = math.exp(ln_dh)
     x = float(np.min(h + (n - np.arange(n + 1)) * dh))
     x_hat, info = grid_laplace(np.array([x]), sensitivity=dh, epsilon=params.epsilon2, rng=source)
-    gu = _guarantee(model, params, source, "monotone query", NEIGHBOURS_RELATION, mechanism="recursive (general, exact)")
-    return CountRelease(gu, float(x_hat[0]), delta_hat=dh, noise_std=math.sqrt(2) * float(info.scale.reshape(-1)[0]), statistic="monotone query")
+    gu = _guarantee(
+        model,
+        params,
+        source,
+        "monotone query",
+        NEIGHBOURS_RELATION,
+        mechanism="recursive (general, exact)",
+    )
+    return CountRelease(
+        gu,
+        float(x_hat[0]),
+        delta_hat=dh,
+        noise_std=math.sqrt(2) * float(info.scale.reshape(-1)[0]),
+        statistic="monotone query",
+    )
 
 
 def _check_monotone(q: NDArray[np.float64], n: int) -> None:
     if q.size and q[0] != 0:
-        raise InvalidParameterError(f"the query must be 0 on the empty set (q(∅) = {q[0]!r}); subtract public parts first")
+        raise InvalidParameterError(
+            f"the query must be 0 on the empty set (q(∅) = {q[0]!r}); subtract public parts first"
+        )
     masks = np.arange(q.size, dtype=np.int64)
     for p in range(n):
         bit = np.int64(1) << np.int64(p)
@@ -597,6 +679,7 @@ def count(
     accountant: Accountant | None = None,
     progress: bool | Callable[[str], None] = False,
     method: str = "highs-ipm",
+    lp_time_limit: float | None = None,
     trace: list[Trace] | None = None,
 ) -> CountRelease:
     """ε-node- or ε-edge-DP count of a pattern's occurrences in a graph (Recursive Mechanism).
@@ -635,6 +718,9 @@ def count(
         Count induced occurrences (node privacy and networkx patterns only).
     progress : bool
         Show a progress display (stderr) while the LPs run.
+    method, lp_time_limit :
+        LP method (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``) and a per-LP time limit in seconds
+        (a run that hits it raises :class:`fugu.graph.lp.SolverError`; nothing is released).
     trace : list, optional
         If given, the private :class:`Trace` of the run is appended (tests and benchmarks only).
 
@@ -657,14 +743,30 @@ def count(
         raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
     model = "node-dp" if unit == "node" else "edge-dp"
     params = RecursiveParameters.make(
-        epsilon, beta=beta, theta=theta, mu=(1.0 if unit == "node" else 0.5) if mu is None else mu,
-        split=split, tolerance=tolerance,
+        epsilon,
+        beta=beta,
+        theta=theta,
+        mu=(1.0 if unit == "node" else 0.5) if mu is None else mu,
+        split=split,
+        tolerance=tolerance,
     )
     name = _pattern_name(pattern, k)
-    _, source = start(params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model)
-    rel, occ = pattern_relation(G, pattern, unit, k, node_predicate=node_predicate, edge_predicate=edge_predicate, induced=induced)
+    _, source = start(
+        params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model
+    )
+    rel, occ = pattern_relation(
+        G,
+        pattern,
+        unit,
+        k,
+        node_predicate=node_predicate,
+        edge_predicate=edge_predicate,
+        induced=induced,
+    )
     ann = rel.compile()
-    x_hat, dh, scale, tr = recursive_mechanism(ann, params, source, method=method, progress=progress)
+    x_hat, dh, scale, tr = recursive_mechanism(
+        ann, params, source, method=method, progress=progress, lp_time_limit=lp_time_limit
+    )
     tr.enumeration_seconds = occ.seconds
     if trace is not None:
         trace.append(tr)
@@ -674,10 +776,14 @@ def count(
     if induced:
         options["induced"] = True
     neighbours = (
-        "add or remove one node with all its edges" if unit == "node" else "add or remove one edge (node set public)"
+        "add or remove one node with all its edges"
+        if unit == "node"
+        else "add or remove one edge (node set public)"
     )
     g = _guarantee(model, params, source, f"{name} count", neighbours, extra=options)
-    return CountRelease(g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=f"{name} count")
+    return CountRelease(
+        g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=f"{name} count"
+    )
 
 
 def _pattern_name(pattern: Any, k: int | None) -> str:
@@ -686,7 +792,9 @@ def _pattern_name(pattern: Any, k: int | None) -> str:
     if isinstance(pattern, nx.Graph):
         return f"pattern({pattern.number_of_nodes()} nodes, {pattern.number_of_edges()} edges)"
     if not isinstance(pattern, str):
-        raise InvalidTypeError(f"pattern must be a name or a networkx graph, got {type(pattern).__name__}")
+        raise InvalidTypeError(
+            f"pattern must be a name or a networkx graph, got {type(pattern).__name__}"
+        )
     from .patterns import _normalise
 
     name, kk = _normalise(pattern, k)
