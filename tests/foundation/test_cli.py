@@ -81,3 +81,14 @@ def test_console_script_and_debug_flag() -> None:
     assert proc.returncode != 0 and "Traceback" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "fugu", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "release" in proc.stdout and "demo" in proc.stdout
+
+
+def test_ledger_ties_blowfish_releases_to_one_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = tmp_path / "bf.json"
+    assert run(capsys, "ledger", "init", str(ledger), "--total", "1", "--model", "blowfish", "--policy", "line")[0] == 0
+    base = ["release", "--attributes", "age", "--mechanism", "ordered", "--epsilon", "0.3", "--ledger", str(ledger)]
+    assert run(capsys, *base, "--policy", "line")[0] == 0
+    code, _, err = run(capsys, *base, "--policy", "distance:theta=2")
+    assert code == 2 and "composes only under a common policy" in err
+    code, _, err = run(capsys, "release", "--attributes", "age", "--epsilon", "0.1", "--ledger", str(ledger))
+    assert code == 2 and "cannot be charged" in err

@@ -101,7 +101,12 @@ def release(data: str, attributes: tuple[str, ...], domain_file: str | None, mec
     rng = seed_source(seed)
     entry = MECHANISMS[mechanism]
     if acct is not None:
-        acct.spend(epsilon, f"{mechanism} release of {data} over {','.join(dom.names)}")
+        acct.spend(
+            epsilon,
+            f"{mechanism} release of {data} over {','.join(dom.names)}",
+            model=entry.model,
+            policy=options.get("policy") if entry.model == "blowfish" else None,
+        )
     rel = entry.run(hist, epsilon, options, rng)
     if acct is not None and ledger:
         acct.save(ledger)
@@ -140,12 +145,15 @@ def ledger() -> None:
 @ledger.command("init")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--total", type=float, required=True, help="Total ε this ledger may spend.")
-def ledger_init(path: str, total: float) -> None:
-    """Create a ledger with a declared total ε."""
-    from ..budget import Accountant
+@click.option("--model", type=click.Choice(["central-dp", "blowfish", "node-dp", "edge-dp", "ldp"]),
+              default="central-dp", show_default=True, help="Privacy model the releases share.")
+@click.option("--policy", help="Blowfish: the one policy (as given to --policy) the releases share.")
+def ledger_init(path: str, total: float, model: str, policy: str | None) -> None:
+    """Create a ledger with a declared total ε (sequential composition under one model)."""
+    from ..budget import Accountant, Budget
 
-    Accountant(total).save(path)
-    click.echo(f"ledger {path}: total epsilon {total:g}")
+    Accountant(Budget(total, model=model, policy=policy)).save(path)
+    click.echo(f"ledger {path}: total epsilon {total:g} ({model}{', policy ' + policy if policy else ''})")
 
 
 @ledger.command("show")
