@@ -306,3 +306,19 @@ def test_range_report_writes_html(tmp_path) -> None:
     html = rep.save(tmp_path / "r.html").read_text()
     assert html.count("data:image/png;base64") == 2  # MAE vs ε, heatmaps
     assert "HDG" in html and "nope" in html and "not private" in html
+
+
+@pytest.mark.parametrize("cls", [TDG, HDG])
+def test_cells_match_the_grid_edges(cls) -> None:
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9), fugu.Ordinal("y", 0, 40), fugu.Ordinal("z", 0, 2)])
+    proto = cls(dom, 1.0, g2=[4, 4, 2], **({"g1": [8, 16, 3]} if cls is HDG else {}))
+    rng = np.random.default_rng(3)
+    codes = np.stack([rng.integers(0, s, 500) for s in dom.shape], 1)
+    groups = rng.integers(0, proto.n_groups, 500)
+    got = proto.cells(codes, groups)
+    for i in range(500):
+        gr = proto.groups[groups[i]]
+        cell = 0
+        for e, a in zip(proto.edges(gr), gr, strict=True):
+            cell = cell * (len(e) - 1) + int(np.searchsorted(e, codes[i, a], side="right") - 1)
+        assert got[i] == cell

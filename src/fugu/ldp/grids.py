@@ -439,19 +439,32 @@ class GridProtocol(LDPProtocol):
     def cells(self, codes: NDArray[np.int64], groups: NDArray[np.int64]) -> NDArray[np.int64]:
         """Each user's cell index in her group's grid (vectorised; row-major within a grid)."""
         n = codes.shape[0]
-        out = np.empty(n, dtype=np.int64)
-        order, starts = _group_order(groups, len(self.groups))
-        cols = [np.ascontiguousarray(codes[:, a]) for a in range(codes.shape[1])]
-        for j, gr in enumerate(self.groups):
-            rows = order[starts[j] : starts[j + 1]]
-            if rows.size == 0:
-                continue
-            cell = np.zeros(rows.size, dtype=np.int64)
-            for a in gr:
-                g = self._g(len(gr), a)
-                cell = cell * g + _cell_lookup(self.sizes[a], g)[cols[a][rows]]
-            out[rows] = cell
-        return out
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        d = self.domain.ndim
+        # one flat lookup table value -> cell per (attribute, 1-D or 2-D granularity)
+        luts, off = [], np.zeros((2, d), dtype=np.int64)
+        pos = 0
+        for kind in (0, 1):  # 0: 2-D grids (g2), 1: 1-D grids (g1)
+            for a in range(d):
+                if kind == 1 and not self.hybrid:
+                    continue
+                g = self._g(1 if kind else 2, a)
+                off[kind, a] = pos
+                luts.append(_cell_lookup(self.sizes[a], g))
+                pos += self.sizes[a]
+        lut = np.concatenate(luts)
+        first = np.array([gr[0] for gr in self.groups], dtype=np.int64)
+        second = np.array([gr[-1] for gr in self.groups], dtype=np.int64)
+        single = np.array([len(gr) == 1 for gr in self.groups])
+        g2 = np.asarray(self.g2, dtype=np.int64)
+        a_u, b_u, s_u = first[groups], second[groups], single[groups]
+        rows = np.arange(n)
+        x = codes[rows, a_u]
+        y = codes[rows, b_u]
+        cx = lut[off[s_u.astype(np.int64), a_u] + x]
+        cy = lut[off[0, b_u] + y]
+        return np.where(s_u, cx, cx * g2[b_u] + cy)
 
     def _perturb(
         self, codes: NDArray[np.int64], rng: RandomSource, groups: NDArray[np.int64] | None
