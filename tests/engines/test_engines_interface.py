@@ -300,3 +300,33 @@ def test_duckdb_error_counts_rows(files: dict[str, Path]) -> None:
 def test_partial_shape_must_not_depend_on_batch() -> None:
     with pytest.raises(fugu.InvalidParameterError, match="shapes that do not depend"):
         partial_sums(DATA, lambda b: np.zeros(len(b["v"])), columns=["v"], batch_rows=3000)
+
+
+# -- real LDP aggregation through the adapter ----------------------------------------------------
+def _hdg_reports() -> tuple[Any, Any]:
+    ldp = pytest.importorskip("fugu.ldp")
+    dom = fugu.datasets.synthetic_domain(3, 16)
+    data = fugu.datasets.correlated_gaussian(6_000, 3, 16, seed=1)
+    hdg = ldp.HDG(dom, epsilon=1.0)
+    reports = hdg.client(fugu.RandomSource(seed=2)).perturb(data)
+    return hdg._from_header(reports), reports
+
+
+@pytest.mark.parametrize("engine", ["numpy", "duckdb"])
+def test_ldp_adapter_hdg_identical_and_counts_rejections(engine: str) -> None:
+    """HDG (OUE bit vectors in groups) aggregated through the engine equals the protocol's own
+    partial; an out-of-range report is rejected and counted, not used."""
+    from fugu.engines.ldp import aggregate_reports
+
+    proto, reports = _hdg_reports()
+    ref_state, ref_n, _ = proto.partial(reports.columns)
+    table = reports.to_arrow()
+    state, n_ok, rejected = aggregate_reports(proto, table, engine=engine, batch_rows=1000)
+    assert n_ok == ref_n == 6_000 and not rejected
+    assert all(np.array_equal(state[k], ref_state[k]) for k in ref_state)
+    cols = {k: np.array(v, copy=True) for k, v in reports.columns.items()}
+    cols["group"][5] = 10**6  # no such group
+    state, n_ok, rejected = aggregate_reports(proto, cols, engine=engine)
+    assert n_ok == 5_999 and rejected == {"out of range": 1}
+    rel = proto.aggregator().add_partial(state, n_ok, rejected).estimate()
+    assert rel.guarantee.parameters["n_reports"] == 5_999

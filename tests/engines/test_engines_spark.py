@@ -164,3 +164,20 @@ def test_empty_dataframe(spark: Any, layouts: dict[str, Any]) -> None:
         spark_engine.histogram(empty, DOM, method="arrow")
     with pytest.raises(fugu.EmptyDataError):
         spark_engine.histogram(empty, DOM, method="jvm")
+
+
+def test_ldp_adapter_hdg_on_spark(spark: Any) -> None:
+    """HDG reports (packed bit vectors) sent through Spark give the protocol's own state."""
+    ldp = pytest.importorskip("fugu.ldp")
+    from fugu.engines.ldp import aggregate_reports
+
+    dom = fugu.datasets.synthetic_domain(3, 16)
+    data = fugu.datasets.correlated_gaussian(6_000, 3, 16, seed=1)
+    hdg = ldp.HDG(dom, epsilon=1.0)
+    reports = hdg.client(fugu.RandomSource(seed=2)).perturb(data)
+    proto = hdg._from_header(reports)
+    ref_state, ref_n, _ = proto.partial(reports.columns)
+    df = spark_engine.to_dataframe(reports.to_arrow(), spark, num_partitions=3)
+    state, n_ok, rejected = aggregate_reports(proto, df, engine="spark")
+    assert n_ok == ref_n and not rejected
+    assert all(np.array_equal(state[k], ref_state[k]) for k in ref_state)

@@ -71,8 +71,7 @@ class _Connection:
         if limit:
             self.con.execute(f"SET memory_limit='{limit}'")
         self.con.execute("SET preserve_insertion_order=false")
-        if progress:
-            self.con.execute("SET enable_progress_bar=true")
+        self.con.execute(f"SET enable_progress_bar={'true' if progress else 'false'}")
         if sql is not None or data is None or isinstance(data, str | Path):
             self.src = source_sql(data, sql)
         else:
@@ -140,6 +139,17 @@ def _rlimit_budget() -> str | None:
         return None
 
 
+def _arrow_array(values: Any) -> Any:
+    """A column as an Arrow array; an (n, w) uint8 array (packed bits) as fixed-size binary."""
+    import pyarrow as pa
+
+    arr = np.asarray(values)
+    if arr.ndim == 2 and arr.dtype == np.uint8:
+        buf = pa.py_buffer(np.ascontiguousarray(arr).tobytes())
+        return pa.Array.from_buffers(pa.binary(arr.shape[1]), arr.shape[0], [None, buf])
+    return pa.array(arr)
+
+
 def _as_arrow(data: Any) -> Any:
     import pyarrow as pa
 
@@ -149,7 +159,7 @@ def _as_arrow(data: Any) -> Any:
     if isinstance(data, np.ndarray) and data.dtype.names:
         return pa.table({n: data[n] for n in data.dtype.names})
     if hasattr(data, "items"):
-        return pa.table({str(k): np.asarray(v) for k, v in data.items()})
+        return pa.table({str(k): _arrow_array(v) for k, v in data.items()})
     raise InvalidTypeError(
         f"the duckdb engine reads a CSV/Parquet path, sql=..., or an in-memory table (mapping, "
         f"pandas/Polars DataFrame, Arrow); got {type(data).__name__}"

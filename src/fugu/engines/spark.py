@@ -175,6 +175,8 @@ def to_dataframe(data: Any, spark: Any = None, num_partitions: int | None = None
                     f"column {field.name!r} holds uint64 values >= 2**63, which Spark cannot store"
                 )
             table = table.set_column(i, field.name, pc.cast(col, pa.int64()))
+        elif pa.types.is_fixed_size_binary(field.type):
+            table = table.set_column(i, field.name, pc.cast(table.column(i), pa.binary()))
     df = (spark or session()).createDataFrame(table)
     return df.repartition(int(num_partitions)) if num_partitions else df
 
