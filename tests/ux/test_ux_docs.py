@@ -141,6 +141,11 @@ def _fixtures(cwd: Path) -> None:
     dom = adult_domain(["age", "occupation"])
     (cwd / "my_domain.json").write_text(json.dumps(dom.to_dict()))
     (cwd / "my_queries.json").write_text(json.dumps([{"age": [20, 29], "occupation": "Sales"}]))
+    import networkx as nx
+
+    # a small stand-in for the SNAP collaboration network graph.md names
+    g = nx.powerlaw_cluster_graph(60, 2, 0.3, seed=1)
+    nx.write_edgelist(g, cwd / "ca-GrQc.txt", data=False)
     gen = np.random.default_rng(0)
     pts = gen.integers(0, [400, 300], size=(3000, 2))
     np.savetxt(cwd / "points.csv", pts, delimiter=",", header="lat,lon", comments="", fmt="%d")
