@@ -188,3 +188,14 @@ def test_cli_errors_are_one_line(capsys, users) -> None:
         "x.jsonl",
     )
     assert code == 2 and "age" in err
+
+
+def test_simulate_writes_the_range_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from fugu.cli import main
+
+    report = tmp_path / "ldp.html"
+    code = main(["ldp", "simulate", "--method", "msw,hdg", "--n", "5000", "--d", "3", "--c", "8",
+                 "--queries", "10", "--seed", "2", "--report", str(report), "--report-epsilons", "1,2"])
+    assert code == 0
+    html = report.read_text()
+    assert html.count("data:image/png;base64,") >= 2 and "hdg" in html
