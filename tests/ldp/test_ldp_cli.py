@@ -198,4 +198,4 @@ def test_simulate_writes_the_range_report(tmp_path) -> None:  # type: ignore[no-
                  "--queries", "10", "--seed", "2", "--report", str(report), "--report-epsilons", "1,2"])
     assert code == 0
     html = report.read_text()
-    assert html.count("data:image/png;base64,") >= 2 and "hdg" in html
+    assert html.count("data:image/png;base64,") >= 2 and "HDG" in html.upper()
