@@ -226,10 +226,19 @@ def _central(
             "model": "central",
             "title": f"Central DP: Adult ({n:,} records) over {res.domain}, epsilon = {epsilon:g}, "
             f"{len(workload):,} random range queries",
-            "header": ["mechanism", "MAE", "RMSE", "rel. error", "expected RMSE", "seconds"],
+            "header": [
+                "mechanism",
+                "model",
+                "MAE",
+                "RMSE",
+                "rel. error",
+                "expected RMSE",
+                "seconds",
+            ],
             "rows": [
                 [
                     r["mechanism"],
+                    r["model"],
                     r["mae"],
                     r["rmse"],
                     r["mean_relative_error"],
