@@ -66,9 +66,10 @@ __all__ = [
 ]
 
 #: Histogram methods; "auto" picks DEFAULT_METHOD, chosen by bench/bench_engines.py: on 10^7
-#: rows from Parquet (local[2], loaded 2-core machine) mapInArrow took 14.1 s warm, the JVM
-#: groupBy 19.8 s (10^6 rows: 5.7 s vs 11.6 s). An earlier quiet measurement on the same
-#: hardware (specs/ecosystem.md) found the opposite order (1.6 s vs 2.7 s); pass method= to pick.
+#: rows from Parquet (local[2], shared 2-core machine) mapInArrow took 11.3 s warm / 34.6 s
+#: first run, the JVM groupBy 11.6 s / 41.2 s (at load 9-12: 14.1 s vs 19.8 s warm). An earlier
+#: quiet measurement on the same hardware (specs/ecosystem.md) found the JVM faster (1.6 s vs
+#: 2.7 s); pass method= to pick on your cluster.
 METHODS = ("auto", "jvm", "arrow")
 DEFAULT_METHOD = "arrow"
 
