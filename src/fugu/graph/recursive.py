@@ -291,17 +291,23 @@ def recursive_mechanism(
     g_method: str | None = None,
     progress: bool | Callable[[str], None] = False,
     lp_time_limit: float | None = None,
+    model: LPModel | None = None,
 ) -> tuple[float, float, float, Trace]:
     """Run the efficient Recursive Mechanism on compiled annotations.
 
     Returns ``(x_hat, delta_hat, noise_scale, trace)``. ``x_hat`` and ``delta_hat`` are the
     (ε1 + ε2)-DP outputs; ``trace`` is private (true answer, j, Δ, X) — never publish it.
+    ``model``: an :class:`LPModel` of the same annotations to reuse (its H/G values are cached;
+    for repeated experiments on one data set).
     """
     cb, bar = _progress_callback(progress)
     try:
-        model = LPModel(
-            ann, method=method, g_method=g_method, progress=cb, time_limit=lp_time_limit
-        )
+        if model is None or model.ann is not ann:
+            model = LPModel(
+                ann, method=method, g_method=g_method, progress=cb, time_limit=lp_time_limit
+            )
+        n0 = model.stats.n_solves
+        s0 = model.stats.seconds
         j, g_top = find_j(model, params)
         ln_delta = math.log(params.theta) + j * params.beta
         # Step 2: ln Δ̂ = ln Δ + μ + Y, Y ~ Lap(β/ε1) on a fine grid (exact discrete sampler).
@@ -335,9 +341,9 @@ def recursive_mechanism(
         delta_hat=delta_hat,
         x=x,
         i_star=i_star,
-        n_lps=model.stats.n_solves,
-        lp_seconds=model.stats.seconds,
-        lp_times=list(model.stats.per_lp),
+        n_lps=model.stats.n_solves - n0,
+        lp_seconds=model.stats.seconds - s0,
+        lp_times=list(model.stats.per_lp[n0:]),
     )
     return float(x_hat[0]), delta_hat, float(info.scale.reshape(-1)[0]), trace
 
