@@ -35,7 +35,7 @@ def test_release_query_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_demo_writes_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "r.html"
-    code, out, _ = run(capsys, "demo", "--queries", "100", "--seed", "3", "--report", str(report))
+    code, out, _ = run(capsys, "demo", "--quick", "--models", "central", "--seed", "3", "--report", str(report))
     assert code == 0
     assert "laplace" in out and "report:" in out
     html = report.read_text()

@@ -23,6 +23,7 @@ MODEL_MODULES = (
     "fugu.cli.kmeans",
     "fugu.cli.graph",
     "fugu.cli.ldp",
+    "fugu.cli.report",
 )
 
 
@@ -208,21 +209,6 @@ def info(release_file: str, as_json: bool) -> None:
         return "\n".join(lines)
 
     emit(s, as_json, text)
-
-
-@cli.command()
-@click.option("--epsilon", "-e", type=float, default=1.0, show_default=True)
-@click.option("--queries", "n_queries", type=int, default=1000, show_default=True)
-@click.option("--attributes", "-a", default="age,sex,occupation,income", show_default=True)
-@click.option("--seed", type=int, help="Reproducible, NOT private run.")
-@click.option("--report", "report_path", default="fugu-report.html", show_default=True, type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True)
-def demo(epsilon: float, n_queries: int, attributes: str, seed: int | None, report_path: str, as_json: bool) -> None:
-    """Release the bundled Adult cube with every mechanism; compare errors; write an HTML report."""
-    from ..demo import run_demo
-
-    result = run_demo(epsilon=epsilon, n_queries=n_queries, attributes=attributes.split(","), seed=seed, report_path=report_path)
-    emit(result.to_dict(), as_json, result.text)
 
 
 def _load_models() -> None:
