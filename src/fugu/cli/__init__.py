@@ -24,6 +24,7 @@ MODEL_MODULES = (
     "fugu.cli.graph",
     "fugu.cli.ldp",
     "fugu.cli.report",
+    "fugu.cli.engines",
 )
 
 
@@ -64,6 +65,8 @@ def _mechanism_names() -> list[str]:
 @click.option("--option", "-o", "extra", multiple=True, help="Other mechanism option as key=value.")
 @click.option("--engine", type=click.Choice(["numpy", "duckdb", "spark"]), help="Counting engine for files.")
 @click.option("--sql", help="Count the result of this DuckDB query (its WHERE is a public filter).")
+@click.option("--spark-master", help="Spark master URL for --engine spark (default: local[*]).")
+@click.option("--progress", is_flag=True, help="Show a progress bar while scanning files.")
 @click.option("--out-of-domain", type=click.Choice(["error", "clip", "drop"]), default="error", show_default=True)
 @click.option("--seed", type=int, help="Reproducible, NOT private run.")
 @click.option("--ledger", type=click.Path(dir_okay=False), help="Budget ledger JSON; refuses a release over its total.")
@@ -72,7 +75,8 @@ def _mechanism_names() -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def release(data: str, attributes: tuple[str, ...], domain_file: str | None, mechanism: str, epsilon: float | None,
             neighbours: str, policy: str | None, branching: int | None, plain: str | None, extra: tuple[str, ...],
-            engine: str | None, sql: str | None, out_of_domain: str, seed: int | None, ledger: str | None,
+            engine: str | None, sql: str | None, spark_master: str | None, progress: bool,
+            out_of_domain: str, seed: int | None, ledger: str | None,
             out: str | None, list_only: bool, as_json: bool) -> None:
     """Release a noisy data cube of DATA over the chosen attributes."""
     names = _mechanism_names()
@@ -98,7 +102,14 @@ def release(data: str, attributes: tuple[str, ...], domain_file: str | None, mec
         options[k.strip()] = _parse_value(v.strip())
     dom = load_domain(data, attributes, domain_file)
     acct = _open_ledger(ledger)
-    hist = load_histogram(data, dom, engine, out_of_domain, sql)
+    engine_options: dict[str, Any] = {}
+    if spark_master:
+        if engine != "spark":
+            raise click.UsageError("--spark-master needs --engine spark")
+        engine_options["master"] = spark_master
+    if progress and data != "adult" and (engine or "numpy") == "numpy":
+        engine_options["progress"] = True
+    hist = load_histogram(data, dom, engine, out_of_domain, sql, **engine_options)
     rng = seed_source(seed)
     entry = MECHANISMS[mechanism]
     if acct is not None:

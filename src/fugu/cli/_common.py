@@ -85,16 +85,22 @@ def _split_specs(attributes: tuple[str, ...]) -> list[str]:
     return out
 
 
-def load_histogram(data: str, domain: Domain, engine: str | None, out_of_domain: str, sql: str | None = None) -> Any:
+def load_histogram(
+    data: str, domain: Domain, engine: str | None, out_of_domain: str, sql: str | None = None, **options: Any
+) -> Any:
+    """The histogram of the bundled Adult data, a file, or a SQL query's result.
+
+    ``engine=None`` lets :meth:`fugu.Histogram.from_file` pick the faster engine for the format.
+    """
     from ..histogram import Histogram
 
     if sql:
-        return Histogram.from_file(None, domain, engine="duckdb", sql=sql, out_of_domain=out_of_domain)  # type: ignore[arg-type]
+        return Histogram.from_file(None, domain, engine=engine, sql=sql, out_of_domain=out_of_domain, **options)  # type: ignore[arg-type]
     if data == "adult":
         from ..datasets import adult
 
         return Histogram.from_records(adult(), domain, out_of_domain=out_of_domain)  # type: ignore[arg-type]
-    return Histogram.from_file(data, domain, engine=engine or "duckdb", out_of_domain=out_of_domain)  # type: ignore[arg-type]
+    return Histogram.from_file(data, domain, engine=engine, out_of_domain=out_of_domain, **options)  # type: ignore[arg-type]
 
 
 # -- output ----------------------------------------------------------------------------------------
