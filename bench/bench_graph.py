@@ -49,7 +49,13 @@ def rel_err(est: float, truth: float) -> float:
     return abs(est - truth) / max(truth, 1e-12)
 
 
-def figure4(runs: int, n: int = 200, avgdeg: float = 10.0, eps: float = 0.5) -> None:
+def figure4(
+    runs: int,
+    queries: tuple[str, ...] = ("triangle", "2-star", "2-triangle"),
+    n: int = 200,
+    avgdeg: float = 10.0,
+    eps: float = 0.5,
+) -> None:
     print(
         f"\n== Figure 4 setting: G(n={n}, p={avgdeg / (n - 1):.4f}), eps={eps}, {runs} runs per cell =="  # noqa: E501
     )
@@ -57,7 +63,7 @@ def figure4(runs: int, n: int = 200, avgdeg: float = 10.0, eps: float = 0.5) -> 
         f"{'query':<11}{'unit':<6}{'fugu RM':>9}{'paper RM':>10}{'Laplace GS':>12}{'paper LS':>10}"
         f"{'RM s/run':>10}{'occ':>8}"
     )
-    for query in ("triangle", "2-star", "2-triangle"):
+    for query in queries:
         for unit in ("node", "edge"):
             errs, lap, secs, occs = [], [], [], []
             for r in range(runs):
@@ -252,13 +258,14 @@ def main() -> None:
     ap.add_argument("--max-occ", type=int, help="largest number of triangles in the timing part")
     ap.add_argument("--lp-time-limit", type=float, default=300.0)
     ap.add_argument("--parts", default="fig4,real,scaling")
+    ap.add_argument("--queries", default="triangle,2-star,2-triangle", help="Figure 4 queries")
     a = ap.parse_args()
     runs = a.runs or (5 if a.quick else 20)
     max_occ = a.max_occ or (5_000 if a.quick else 100_000)
     parts = a.parts.split(",")
     t0 = time.perf_counter()
     if "fig4" in parts:
-        figure4(runs)
+        figure4(runs, tuple(a.queries.split(",")))
     if "real" in parts:
         real_graphs(runs, a.lp_time_limit)
     if "scaling" in parts:
