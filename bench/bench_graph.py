@@ -55,6 +55,7 @@ def figure4(
     n: int = 200,
     avgdeg: float = 10.0,
     eps: float = 0.5,
+    units: tuple[str, ...] = ("node", "edge"),
 ) -> None:
     print(
         f"\n== Figure 4 setting: G(n={n}, p={avgdeg / (n - 1):.4f}), eps={eps}, {runs} runs per cell =="  # noqa: E501
@@ -64,7 +65,7 @@ def figure4(
         f"{'RM s/run':>10}{'occ':>8}"
     )
     for query in queries:
-        for unit in ("node", "edge"):
+        for unit in units:
             errs, lap, secs, occs = [], [], [], []
             for r in range(runs):
                 G = nx.gnp_random_graph(n, avgdeg / (n - 1), seed=1000 + r)
@@ -258,6 +259,7 @@ def main() -> None:
     ap.add_argument("--max-occ", type=int, help="largest number of triangles in the timing part")
     ap.add_argument("--lp-time-limit", type=float, default=300.0)
     ap.add_argument("--parts", default="fig4,real,scaling")
+    ap.add_argument("--units", default="node,edge", help="Figure 4 units")
     ap.add_argument("--queries", default="triangle,2-star,2-triangle", help="Figure 4 queries")
     a = ap.parse_args()
     runs = a.runs or (5 if a.quick else 20)
@@ -265,7 +267,7 @@ def main() -> None:
     parts = a.parts.split(",")
     t0 = time.perf_counter()
     if "fig4" in parts:
-        figure4(runs, tuple(a.queries.split(",")))
+        figure4(runs, tuple(a.queries.split(",")), units=tuple(a.units.split(",")))
     if "real" in parts:
         real_graphs(runs, a.lp_time_limit)
     if "scaling" in parts:
