@@ -37,6 +37,19 @@ def floor(flat: np.ndarray, size: int, eps: float) -> np.ndarray:
     return counts + np.random.default_rng().laplace(0, 2 / eps, size)
 
 
+def report(title: str, t_floor: float, t_hist: float, t_noise: float, t_fugu: float) -> None:
+    print(title)
+    rows = [
+        ("insecure floor: bincount on codes + numpy laplace", t_floor),
+        ("fugu histogram (encoding + bincount)", t_hist),
+        ("fugu secure Laplace release (noise only)", t_noise),
+        ("fugu end to end", t_fugu),
+    ]
+    for label, t in rows:
+        print(f"    {label:<50} {t * 1e3:8.1f} ms   ratio to floor {t / t_floor:6.2f}x")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -55,12 +68,10 @@ def main() -> None:
     t_hist = timeit(lambda: fugu.Histogram.from_records(cols, dom), repeat)
     hist = fugu.Histogram.from_records(cols, dom)
     t_noise = timeit(lambda: fugu.central.laplace(hist, eps), repeat)
-    t_fugu = timeit(lambda: fugu.central.laplace(fugu.Histogram.from_records(cols, dom), eps), repeat)
-    print("(1) 4,096 cells")
-    print(f"    insecure floor (bincount + numpy laplace): {t_floor * 1e3:8.1f} ms")
-    print(f"    fugu histogram:                            {t_hist * 1e3:8.1f} ms")
-    print(f"    fugu secure Laplace release (noise only):  {t_noise * 1e3:8.1f} ms")
-    print(f"    fugu end to end:                           {t_fugu * 1e3:8.1f} ms   ratio to floor {t_fugu / t_floor:5.2f}x")
+    t_fugu = timeit(
+        lambda: fugu.central.laplace(fugu.Histogram.from_records(cols, dom), eps), repeat
+    )
+    report("(1) 4,096 cells", t_floor, t_hist, t_noise, t_fugu)
 
     # (2) 4-D Adult cube
     names = ["age", "sex", "occupation", "native_country"]
@@ -73,17 +84,23 @@ def main() -> None:
     t_hist = timeit(lambda: fugu.Histogram.from_records(acols, adom), repeat)
     ahist = fugu.Histogram.from_records(acols, adom)
     t_noise = timeit(lambda: fugu.central.laplace(ahist, eps), repeat)
-    t_fugu = timeit(lambda: fugu.central.laplace(fugu.Histogram.from_records(acols, adom), eps), repeat)
-    print(f"\n(2) 4-D Adult cube {adom.shape} = {adom.size:,} cells (string columns encoded by fugu)")
-    print(f"    insecure floor (bincount on precomputed codes + numpy laplace): {t_floor * 1e3:8.1f} ms")
-    print(f"    fugu histogram (encoding strings + bincount):                   {t_hist * 1e3:8.1f} ms")
-    print(f"    fugu secure Laplace release (noise only):                       {t_noise * 1e3:8.1f} ms")
-    print(f"    fugu end to end:                                                {t_fugu * 1e3:8.1f} ms   ratio to floor {t_fugu / t_floor:5.2f}x")
-    print(f"    fugu release from the histogram vs floor:                       ratio {t_noise / t_floor:5.2f}x")
+    t_fugu = timeit(
+        lambda: fugu.central.laplace(fugu.Histogram.from_records(acols, adom), eps), repeat
+    )
+    report(
+        f"(2) 4-D Adult cube {adom.shape} = {adom.size:,} cells (string columns)",
+        t_floor,
+        t_hist,
+        t_noise,
+        t_fugu,
+    )
 
     # (3) sampler throughput
     m = 10**5 if args.quick else 10**6
-    for label, src in (("secure (OS CSPRNG)", None), ("seeded (PCG64, not private)", fugu.RandomSource(seed=1))):
+    for label, src in (
+        ("secure (OS CSPRNG)", None),
+        ("seeded (PCG64, not private)", fugu.RandomSource(seed=1)),
+    ):
         t = timeit(lambda src=src: fugu.noise.discrete_laplace(2.0, size=m, rng=src), 3)
         print(f"\n(3) exact discrete Laplace, {label}: {m / t / 1e6:6.2f} M samples/s")
     t = timeit(lambda: np.random.default_rng().laplace(0, 2.0, m), 3)

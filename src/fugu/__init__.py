@@ -72,6 +72,15 @@ def __getattr__(name: str) -> object:
     # Model packages load on first use so `import fugu` stays fast.
     import importlib
 
-    if name in ("blowfish", "graph", "ldp", "datasets", "testing", "inference", "engines", "report"):
+    if name in (
+        "blowfish",
+        "graph",
+        "ldp",
+        "datasets",
+        "testing",
+        "inference",
+        "engines",
+        "report",
+    ):
         return importlib.import_module(f"fugu.{name}")
     raise AttributeError(f"module 'fugu' has no attribute {name!r}")

@@ -97,7 +97,9 @@ class Accountant:
                 f"{self.budget.epsilon:g} remains; spend less, or declare a larger total"
             )
 
-    def spend(self, epsilon: float, what: str, *, model: str | None = None, policy: str | None = None) -> None:
+    def spend(
+        self, epsilon: float, what: str, *, model: str | None = None, policy: str | None = None
+    ) -> None:
         """Record a spend (sequential composition)."""
         self._check_model(model, policy)
         self.check(epsilon, what)
@@ -110,7 +112,9 @@ class Accountant:
         the ledger.
         """
         if not disjoint_by:
-            raise InvalidParameterError("parallel composition needs the public rule that makes the parts disjoint")
+            raise InvalidParameterError(
+                "parallel composition needs the public rule that makes the parts disjoint"
+            )
         if len(epsilons) != len(what) or not epsilons:
             raise InvalidParameterError("give one description per epsilon")
         eps = max(check_epsilon(e) for e in epsilons)
@@ -140,11 +144,17 @@ class Accountant:
     def load(cls, path: str | Path) -> Accountant:
         data = json.loads(Path(path).read_text())
         acct = cls(Budget(**data["budget"]))
-        acct.ledger = [LedgerEntry(e["epsilon"], e["what"], e["time"], tuple(e.get("parts", ()))) for e in data["ledger"]]
+        acct.ledger = [
+            LedgerEntry(e["epsilon"], e["what"], e["time"], tuple(e.get("parts", ())))
+            for e in data["ledger"]
+        ]
         return acct
 
     def report(self) -> str:
-        lines = [f"total epsilon {self.budget.epsilon:g} ({self.budget.model}), spent {self.spent:g}, remaining {self.remaining:g}"]
+        lines = [
+            f"total epsilon {self.budget.epsilon:g} ({self.budget.model}), "
+            f"spent {self.spent:g}, remaining {self.remaining:g}"
+        ]
         lines += [f"  {e.time}  {e.epsilon:g}  {e.what}" for e in self.ledger]
         return "\n".join(lines)
 

@@ -120,7 +120,10 @@ class Hierarchy:
                 if isinstance(children, Mapping):
                     items = children.items()
                 elif isinstance(children, list | tuple):
-                    items = [(c, None) if not isinstance(c, Mapping) else next(iter(c.items())) for c in children]
+                    items = [
+                        (c, None) if not isinstance(c, Mapping) else next(iter(c.items()))
+                        for c in children
+                    ]
                 else:
                     raise InvalidParameterError(
                         f"hierarchy node {name!r}: children must be a list or mapping, got "
@@ -144,7 +147,9 @@ class Hierarchy:
             kids.setdefault(par, []).append(child)
         roots = kids.get(None, [])
         if len(roots) != 1:
-            raise InvalidParameterError(f"hierarchy needs exactly one root (parent None), found {roots}")
+            raise InvalidParameterError(
+                f"hierarchy needs exactly one root (parent None), found {roots}"
+            )
 
         def subtree(name: str) -> Any:
             if name not in kids:
@@ -159,11 +164,19 @@ class Hierarchy:
         return cls.from_dict({root: [str(v) for v in values]})
 
     @classmethod
-    def build(cls, nodes: Sequence[HierarchyNode], parent: Sequence[int], leaves: Sequence[str]) -> Hierarchy:
+    def build(
+        cls, nodes: Sequence[HierarchyNode], parent: Sequence[int], leaves: Sequence[str]
+    ) -> Hierarchy:
         names = [n.name for n in nodes]
-        dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
+        dupes = (
+            sorted({n for n in names if names.count(n) > 1})
+            if len(set(names)) != len(names)
+            else []
+        )
         if dupes:
-            raise InvalidParameterError(f"hierarchy node names must be unique; repeated: {dupes[:5]}")
+            raise InvalidParameterError(
+                f"hierarchy node names must be unique; repeated: {dupes[:5]}"
+            )
         children: list[list[int]] = [[] for _ in nodes]
         for i, p in enumerate(parent):
             if p >= 0:
@@ -246,7 +259,9 @@ def _as_array(values: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _out_of_domain_error(name: str, bad: np.ndarray, n_bad: int, n: int, allowed: str) -> DomainError:
+def _out_of_domain_error(
+    name: str, bad: np.ndarray, n_bad: int, n: int, allowed: str
+) -> DomainError:
     examples = ", ".join(repr(v.item() if hasattr(v, "item") else v) for v in bad[:5])
     return DomainError(
         f"attribute {name!r}: {n_bad} of {n} values lie outside the domain ({allowed}), e.g. "
@@ -259,7 +274,8 @@ def _out_of_domain_error(name: str, bad: np.ndarray, n_bad: int, n: int, allowed
 class Ordinal:
     """An ordered attribute: integers ``low..high`` (inclusive) or a numeric column binned by edges.
 
-    With ``edges`` (strictly increasing), value v falls in bin i when ``edges[i] <= v < edges[i+1]``;
+    With ``edges`` (strictly increasing), value v falls in bin i when
+    ``edges[i] <= v < edges[i+1]``;
     the last bin also holds ``edges[-1]``. Bin labels are ``"[a, b)"`` strings.
 
     >>> Ordinal("age", 17, 90).size
@@ -274,16 +290,26 @@ class Ordinal:
     edges: tuple[float, ...] | None = None
 
     def __init__(
-        self, name: str, low: int = 0, high: int | None = None, *, edges: Sequence[float] | None = None
+        self,
+        name: str,
+        low: int = 0,
+        high: int | None = None,
+        *,
+        edges: Sequence[float] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise InvalidParameterError(f"attribute name must be a non-empty string, got {name!r}")
         object.__setattr__(self, "name", name)
         if edges is not None:
             e = tuple(float(x) for x in edges)
-            if len(e) < 2 or any(not math.isfinite(x) for x in e) or any(b <= a for a, b in zip(e, e[1:], strict=False)):
+            if (
+                len(e) < 2
+                or any(not math.isfinite(x) for x in e)
+                or any(b <= a for a, b in zip(e, e[1:], strict=False))
+            ):
                 raise InvalidParameterError(
-                    f"attribute {name!r}: edges must be >= 2 finite, strictly increasing numbers, got {list(edges)!r}"
+                    f"attribute {name!r}: edges must be >= 2 finite, strictly increasing "
+                    f"numbers, got {list(edges)!r}"
                 )
             object.__setattr__(self, "edges", e)
             object.__setattr__(self, "low", 0)
@@ -299,7 +325,8 @@ class Ordinal:
                 raise InvalidTypeError(f"attribute {name!r}: {arg} must be an integer, got {v!r}")
         if high < low:
             raise InvalidParameterError(
-                f"attribute {name!r}: empty range low={low} > high={high}; an attribute needs at least one value"
+                f"attribute {name!r}: empty range low={low} > high={high}; an attribute "
+                f"needs at least one value"
             )
         object.__setattr__(self, "low", int(low))
         object.__setattr__(self, "high", int(high))
@@ -315,11 +342,16 @@ class Ordinal:
     def labels(self) -> list[str]:
         if self.edges is not None:
             e = self.edges
-            return [f"[{_fmt(e[i])}, {_fmt(e[i + 1])}{']' if i == len(e) - 2 else ')'}" for i in range(len(e) - 1)]
+            return [
+                f"[{_fmt(e[i])}, {_fmt(e[i + 1])}{']' if i == len(e) - 2 else ')'}"
+                for i in range(len(e) - 1)
+            ]
         assert self.high is not None
         return [str(v) for v in range(self.low, self.high + 1)]
 
-    def encode(self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
+    def encode(
+        self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error"
+    ) -> NDArray[np.int64]:
         """Codes in ``[0, size)``; out-of-domain handling as in :meth:`Domain.encode`.
 
         With ``out_of_domain='drop'`` the dropped rows get code -1.
@@ -360,12 +392,23 @@ class Ordinal:
                 if frac.any():
                     raise DomainError(
                         f"attribute {self.name!r} holds integers {self.low}..{self.high} but got "
-                        f"fractional values such as {arr[frac][:3].tolist()}; bin it with edges=[...]"
+                        f"fractional values such as {arr[frac][:3].tolist()}; "
+                        f"bin it with edges=[...]"
                     )
             low_bad, high_bad = arr < self.low, arr > self.high  # type: ignore[operator]
             codes = (arr - self.low).astype(np.int64) if arr.size else np.zeros(0, np.int64)
             allowed = f"{self.low}..{self.high}"
-        return _apply_policy(self.name, arr, codes, low_bad, high_bad, self.size, out_of_domain, allowed, clip_ok=True)
+        return _apply_policy(
+            self.name,
+            arr,
+            codes,
+            low_bad,
+            high_bad,
+            self.size,
+            out_of_domain,
+            allowed,
+            clip_ok=True,
+        )
 
     def decode(self, codes: ArrayLike) -> np.ndarray:
         c = np.asarray(codes, dtype=np.int64)
@@ -434,7 +477,9 @@ class Nominal:
     name: str
     hierarchy: Hierarchy
 
-    def __init__(self, name: str, values_or_hierarchy: Hierarchy | Sequence[Any] | Mapping[str, Any]) -> None:
+    def __init__(
+        self, name: str, values_or_hierarchy: Hierarchy | Sequence[Any] | Mapping[str, Any]
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise InvalidParameterError(f"attribute name must be a non-empty string, got {name!r}")
         h = values_or_hierarchy
@@ -443,9 +488,13 @@ class Nominal:
         elif not isinstance(h, Hierarchy):
             values = [str(v) for v in h]
             if not values:
-                raise InvalidParameterError(f"attribute {name!r} has no values; a nominal attribute needs at least one")
+                raise InvalidParameterError(
+                    f"attribute {name!r} has no values; a nominal attribute needs at least one"
+                )
             if len(set(values)) != len(values):
-                raise InvalidParameterError(f"attribute {name!r}: values must be distinct, got {values}")
+                raise InvalidParameterError(
+                    f"attribute {name!r}: values must be distinct, got {values}"
+                )
             h = Hierarchy.flat(values, root=f"{name}:*")
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "hierarchy", h)
@@ -464,7 +513,9 @@ class Nominal:
     def labels(self) -> list[str]:
         return list(self.hierarchy.leaves)
 
-    def encode(self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
+    def encode(
+        self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error"
+    ) -> NDArray[np.int64]:
         if _is_arrow(values):
             if values.null_count:  # type: ignore[union-attr]
                 raise DomainError(
@@ -486,7 +537,17 @@ class Nominal:
             )
         bad = codes < 0
         shown = f"one of {self.size} values, e.g. {list(self.hierarchy.leaves)[:4]}"
-        return _apply_policy(self.name, arr, codes, bad, np.zeros_like(bad), self.size, out_of_domain, shown, clip_ok=False)
+        return _apply_policy(
+            self.name,
+            arr,
+            codes,
+            bad,
+            np.zeros_like(bad),
+            self.size,
+            out_of_domain,
+            shown,
+            clip_ok=False,
+        )
 
     def decode(self, codes: ArrayLike) -> np.ndarray:
         return np.asarray(self.hierarchy.leaves, dtype=object)[np.asarray(codes, dtype=np.int64)]
@@ -528,7 +589,9 @@ def _lookup_codes(arr: Any, leaves: tuple[str, ...]) -> NDArray[np.int64]:
         if arr.dtype.kind == "f":
             nan = np.isnan(arr)
         else:
-            nan = np.array([v is None or (isinstance(v, float) and v != v) for v in arr], dtype=bool)
+            nan = np.array(
+                [v is None or (isinstance(v, float) and v != v) for v in arr], dtype=bool
+            )
         uniq_arr, inverse = np.unique(arr.astype(str), return_inverse=True)
         mapped = np.array([lookup.get(u, -1) for u in uniq_arr.tolist()], dtype=np.int64)
         codes = mapped[np.asarray(inverse).reshape(-1)]
@@ -637,16 +700,22 @@ class Domain:
         missing = [n for n in self.names if n not in columns]
         if missing:
             raise DomainError(
-                f"records lack the column(s) {missing}; they have {sorted(map(str, columns))[:20]}. "
+                f"records lack the column(s) {missing}; "
+                f"they have {sorted(map(str, columns))[:20]}. "
                 f"Rename the columns or change the domain"
             )
         cols = [a.encode(columns[a.name], out_of_domain) for a in self.attributes]
         lengths = {c.size for c in cols}
         if len(lengths) > 1:
-            raise DomainError(f"columns have different lengths: {dict(zip(self.names, [c.size for c in cols], strict=True))}")
+            raise DomainError(
+                "columns have different lengths: "
+                f"{dict(zip(self.names, [c.size for c in cols], strict=True))}"
+            )
         return np.stack(cols, axis=1) if cols[0].size else np.zeros((0, self.ndim), np.int64)
 
-    def encode(self, columns: Mapping[str, ArrayLike], out_of_domain: OutOfDomainPolicy = "error") -> NDArray[np.int64]:
+    def encode(
+        self, columns: Mapping[str, ArrayLike], out_of_domain: OutOfDomainPolicy = "error"
+    ) -> NDArray[np.int64]:
         """Flat cell indices (C order). Needs ``size < 2**63``; dropped rows are removed.
 
         Dropping is only done when ``out_of_domain='drop'`` was asked for.

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .domain import Domain, OutOfDomainPolicy
 from .engines import bincount_chunked, check_engine, columns_of
-from .errors import DomainError, InvalidParameterError, InvalidTypeError
+from .errors import InvalidParameterError, InvalidTypeError
 
 __all__ = ["Histogram"]
 
@@ -37,7 +37,9 @@ class Histogram:
         release made from this histogram; never holds data-dependent numbers.
     """
 
-    def __init__(self, counts: ArrayLike, domain: Domain, *, data_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, counts: ArrayLike, domain: Domain, *, data_options: dict[str, Any] | None = None
+    ) -> None:
         if not isinstance(domain, Domain):
             raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(domain).__name__}")
         domain.check_dense("a histogram")
@@ -46,7 +48,9 @@ class Histogram:
             if arr.size == domain.size and arr.ndim == 1:
                 arr = arr.reshape(domain.shape)
             else:
-                raise InvalidParameterError(f"counts have shape {arr.shape}, the domain needs {domain.shape}")
+                raise InvalidParameterError(
+                    f"counts have shape {arr.shape}, the domain needs {domain.shape}"
+                )
         if arr.dtype.kind == "f":
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.rint(arr)):
                 raise InvalidParameterError("counts must be finite whole numbers")
@@ -81,13 +85,23 @@ class Histogram:
         if engine == "spark" or type(data).__module__.startswith("pyspark"):
             from .engines import spark as spark_engine
 
-            counts = spark_engine.histogram(data, domain, out_of_domain=out_of_domain, **engine_options)
-            return cls(counts.reshape(domain.shape), domain, data_options={"out_of_domain": out_of_domain, "engine": "spark"})
+            counts = spark_engine.histogram(
+                data, domain, out_of_domain=out_of_domain, **engine_options
+            )
+            return cls(
+                counts.reshape(domain.shape),
+                domain,
+                data_options={"out_of_domain": out_of_domain, "engine": "spark"},
+            )
         domain.check_dense("a histogram")
         cols = columns_of(data, domain.names)
         flat = domain.encode(cols, out_of_domain)
         counts = bincount_chunked(flat, domain.size)
-        return cls(counts.reshape(domain.shape), domain, data_options={"out_of_domain": out_of_domain, "engine": engine})
+        return cls(
+            counts.reshape(domain.shape),
+            domain,
+            data_options={"out_of_domain": out_of_domain, "engine": engine},
+        )
 
     @classmethod
     def from_file(
@@ -116,7 +130,9 @@ class Histogram:
         if engine == "spark":
             from .engines import spark as spark_engine
 
-            counts = spark_engine.histogram_from_file(path, domain, out_of_domain=out_of_domain, sql=sql, **engine_options)
+            counts = spark_engine.histogram_from_file(
+                path, domain, out_of_domain=out_of_domain, sql=sql, **engine_options
+            )
         elif engine == "numpy":
             from .engines.file_numpy import histogram_from_file as numpy_from_file
 
@@ -124,8 +140,14 @@ class Histogram:
         else:
             from .engines.duckdb_engine import histogram as duckdb_histogram
 
-            counts = duckdb_histogram(path, domain, out_of_domain=out_of_domain, sql=sql, **engine_options)
-        opts = {"out_of_domain": out_of_domain, "engine": engine, "source": "sql" if sql else "file"}
+            counts = duckdb_histogram(
+                path, domain, out_of_domain=out_of_domain, sql=sql, **engine_options
+            )
+        opts = {
+            "out_of_domain": out_of_domain,
+            "engine": engine,
+            "source": "sql" if sql else "file",
+        }
         if sql:
             opts["public_filter_sql"] = sql
         return cls(counts.reshape(domain.shape), domain, data_options=opts)
@@ -153,7 +175,11 @@ class Histogram:
         return f"Histogram({self.domain!r})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Histogram) and self.domain == other.domain and np.array_equal(self.counts, other.counts)
+        return (
+            isinstance(other, Histogram)
+            and self.domain == other.domain
+            and np.array_equal(self.counts, other.counts)
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -166,4 +192,3 @@ def require_histogram(hist: Any, what: str = "hist") -> Histogram:
             f"fugu.Histogram.from_records(records, domain) or fugu.Histogram(counts, domain)"
         )
     return hist
-

@@ -21,7 +21,8 @@ NEIGHBOURS = {
 def check_neighbours(neighbours: str) -> str:
     if neighbours not in NEIGHBOURS:
         raise InvalidParameterError(
-            f"neighbours must be 'replace' (bounded DP, the papers' default) or 'add-remove', got {neighbours!r}"
+            "neighbours must be 'replace' (bounded DP, the papers' default) or 'add-remove', "
+            f"got {neighbours!r}"
         )
     return neighbours
 

@@ -118,7 +118,8 @@ class RandomSource:
     >>> from fugu import RandomSource
     >>> RandomSource().private, RandomSource(seed=7).private
     (True, False)
-    >>> RandomSource(seed=7).integers(10, size=3).tolist() == RandomSource(seed=7).integers(10, size=3).tolist()
+    >>> a, b = RandomSource(seed=7), RandomSource(seed=7)
+    >>> a.integers(10, size=3).tolist() == b.integers(10, size=3).tolist()
     True
     """
 
@@ -242,7 +243,9 @@ class RandomSource:
         vals = (self.bits64(n) >> _U64(11)).astype(np.float64) * (1.0 / 2**53)
         return vals.reshape(shape) if shape else vals.reshape(())
 
-    def bernoulli(self, p: ArrayLike, size: int | tuple[int, ...] | None = None) -> NDArray[np.bool_]:
+    def bernoulli(
+        self, p: ArrayLike, size: int | tuple[int, ...] | None = None
+    ) -> NDArray[np.bool_]:
         """Bernoulli(p) with p given as a double: P(True) = floor(p * 2**64) / 2**64.
 
         The probability is exact for the double ``p``; the only inexactness is the double
@@ -391,7 +394,8 @@ def discrete_laplace(
         starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
         ends = np.r_[starts[1:], key.size]
         groups = [
-            (int(t[order[a]]), int(s[order[a]]), order[a:b]) for a, b in zip(starts, ends, strict=True)
+            (int(t[order[a]]), int(s[order[a]]), order[a:b])
+            for a, b in zip(starts, ends, strict=True)
         ]
     for tg, sg, idx in groups:
         y = _geometric(rng, tg, sg, 2 * idx.size)
@@ -508,7 +512,8 @@ def grid_laplace(
     Privacy contract: for neighbouring inputs, ``sum_i weights[i] * |x_i - x'_i| <= sensitivity``
     and at most ``max_changed`` coordinates differ. ``max_changed`` is capped at the number of
     values passed, and the grid depends on it: a caller that noises one vector in chunks must pass
-    chunks of at least ``max_changed`` values (or the same grid results only for equal chunks). Coordinate ``i`` gets noise of scale
+    chunks of at least ``max_changed`` values (or the same grid results only for equal chunks).
+    Coordinate ``i`` gets noise of scale
     ``λ / weights[i]`` (Privelet's weighted noise; plain Laplace when weights are 1).
 
     How: each value is rounded to a power-of-two grid ``γ_i`` so fine that the rounding can raise
@@ -522,7 +527,8 @@ def grid_laplace(
     Examples
     --------
     >>> from fugu import RandomSource
-    >>> noisy, info = grid_laplace([0.5, 1.25], sensitivity=1.0, epsilon=1.0, rng=RandomSource(seed=0))
+    >>> rng = RandomSource(seed=0)
+    >>> noisy, info = grid_laplace([0.5, 1.25], sensitivity=1.0, epsilon=1.0, rng=rng)
     >>> noisy.shape, info.effective_sensitivity < 1.001
     ((2,), True)
     """
@@ -532,12 +538,17 @@ def grid_laplace(
         raise InvalidParameterError("values to be noised must be finite (found NaN or inf)")
     if not (sensitivity > 0 and math.isfinite(sensitivity)):
         raise InvalidParameterError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
-    w = np.ones_like(x) if weights is None else np.broadcast_to(np.asarray(weights, np.float64), x.shape)
+    w = (
+        np.ones_like(x)
+        if weights is None
+        else np.broadcast_to(np.asarray(weights, np.float64), x.shape)
+    )
     if np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise InvalidParameterError("weights must be finite and > 0")
     m = x.size if max_changed is None else int(max_changed)
     m = max(1, min(m, max(1, x.size)))
-    # γ_i = 2^floor(log2(sensitivity / (m * w_i))) * 2^-slack_bits, so Σ_changed w_i γ_i <= sens * 2^-slack.
+    # γ_i = 2^floor(log2(sensitivity / (m * w_i))) * 2^-slack_bits,
+    # so Σ_changed w_i γ_i <= sensitivity * 2^-slack_bits.
     exps = np.floor(np.log2(sensitivity / (m * w))).astype(np.int64) - slack_bits
     gamma = np.ldexp(1.0, exps)
     slack = float(m * np.max(w * gamma)) if x.size else 0.0

@@ -54,7 +54,9 @@ class RangeQuery:
 
     conditions: Mapping[str, Condition]
 
-    def __init__(self, conditions: Mapping[str, Condition] | None = None, **kwargs: Condition) -> None:
+    def __init__(
+        self, conditions: Mapping[str, Condition] | None = None, **kwargs: Condition
+    ) -> None:
         conds = dict(conditions or {})
         for k, v in kwargs.items():
             if k in conds:
@@ -111,12 +113,16 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
         labels = attr.labels
         for v in (lo, hi):
             if v not in labels:
-                raise DomainError(f"attribute {attr.name!r}: unknown bin {v!r}; bins are {labels[:6]}...")
+                raise DomainError(
+                    f"attribute {attr.name!r}: unknown bin {v!r}; bins are {labels[:6]}..."
+                )
         return labels.index(str(lo)), labels.index(str(hi)) + 1
     try:
         lo_f, hi_f = float(lo), float(hi)
     except (TypeError, ValueError):
-        raise DomainError(f"attribute {attr.name!r}: interval bounds must be numbers, got {cond!r}") from None
+        raise DomainError(
+            f"attribute {attr.name!r}: interval bounds must be numbers, got {cond!r}"
+        ) from None
     if hi_f < lo_f:
         raise DomainError(
             f"attribute {attr.name!r}: reversed interval ({lo}, {hi}); write it as ({hi}, {lo})"
@@ -125,7 +131,8 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
         e = attr.edges
         if lo_f < e[0] or hi_f > e[-1]:
             raise DomainError(
-                f"attribute {attr.name!r}: interval ({lo}, {hi}) leaves the domain [{e[0]:g}, {e[-1]:g}]"
+                f"attribute {attr.name!r}: interval ({lo}, {hi}) leaves the domain "
+                f"[{e[0]:g}, {e[-1]:g}]"
             )
         start = int(np.searchsorted(e, lo_f, side="right")) - 1
         stop = min(int(np.searchsorted(e, hi_f, side="right")), len(e) - 1)
@@ -133,7 +140,8 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
     assert attr.high is not None
     if lo_f < attr.low or hi_f > attr.high:
         raise DomainError(
-            f"attribute {attr.name!r}: interval ({lo}, {hi}) leaves the domain {attr.low}..{attr.high}; "
+            f"attribute {attr.name!r}: interval ({lo}, {hi}) leaves the domain "
+            f"{attr.low}..{attr.high}; "
             f"clip the interval to the domain"
         )
     if lo_f != math.floor(lo_f) or hi_f != math.floor(hi_f):
@@ -148,7 +156,9 @@ def parse_condition(text: str) -> tuple[str, Condition]:
     (('age', (20, 29)), ('sex', 'Male'))
     """
     if "=" not in text:
-        raise InvalidParameterError(f"a condition looks like 'age=20..29' or 'sex=Male', got {text!r}")
+        raise InvalidParameterError(
+            f"a condition looks like 'age=20..29' or 'sex=Male', got {text!r}"
+        )
     name, _, value = text.partition("=")
     name, value = name.strip(), value.strip()
     if ".." in value:
@@ -178,11 +188,19 @@ class Workload(Sequence[RangeQuery]):
     [[0, 5], [5, 10]]
     """
 
-    def __init__(self, queries: Iterable[RangeQuery] = (), *, bounds: NDArray[np.int64] | None = None, domain: Domain | None = None) -> None:
+    def __init__(
+        self,
+        queries: Iterable[RangeQuery] = (),
+        *,
+        bounds: NDArray[np.int64] | None = None,
+        domain: Domain | None = None,
+    ) -> None:
         self._queries = list(queries)
         for q in self._queries:
             if not isinstance(q, RangeQuery):
-                raise InvalidTypeError(f"a workload holds RangeQuery objects, got {type(q).__name__}")
+                raise InvalidTypeError(
+                    f"a workload holds RangeQuery objects, got {type(q).__name__}"
+                )
         self._bounds = bounds
         self._domain = domain
         if bounds is not None and not self._queries:
@@ -193,7 +211,9 @@ class Workload(Sequence[RangeQuery]):
         """A workload given directly as code bounds, shape (m, d, 2), half-open."""
         b = np.asarray(bounds, dtype=np.int64)
         if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
-            raise InvalidParameterError(f"bounds must have shape (m, {domain.ndim}, 2), got {b.shape}")
+            raise InvalidParameterError(
+                f"bounds must have shape (m, {domain.ndim}, 2), got {b.shape}"
+            )
         shape = np.asarray(domain.shape)
         if np.any(b[:, :, 0] < 0) or np.any(b[:, :, 1] > shape) or np.any(b[:, :, 1] <= b[:, :, 0]):
             raise DomainError("bounds must satisfy 0 <= start < stop <= attribute size")
@@ -301,7 +321,9 @@ def rmse(estimates: ArrayLike, truth: ArrayLike) -> float:
     return float(np.sqrt(np.mean((e - t) ** 2)))
 
 
-def relative_error(estimates: ArrayLike, truth: ArrayLike, sanity_bound: float) -> NDArray[np.float64]:
+def relative_error(
+    estimates: ArrayLike, truth: ArrayLike, sanity_bound: float
+) -> NDArray[np.float64]:
     """|est − true| / max(true, sanity_bound), per query (Privelet uses 0.1% of n as the bound)."""
     e, t = np.asarray(estimates, np.float64), np.asarray(truth, np.float64)
     if sanity_bound <= 0:

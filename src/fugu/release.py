@@ -9,10 +9,12 @@ the neighbour relation, the mechanism and its parameters. It never holds the raw
 
 >>> import numpy as np, fugu
 >>> dom = fugu.Domain([fugu.Ordinal("a", 0, 3)])
->>> rel = fugu.central.laplace(fugu.Histogram([5, 0, 2, 1], dom), epsilon=1.0, rng=fugu.RandomSource(seed=0))
+>>> hist = fugu.Histogram([5, 0, 2, 1], dom)
+>>> rel = fugu.central.laplace(hist, epsilon=1.0, rng=fugu.RandomSource(seed=0))
 >>> rel.guarantee.mechanism, rel.guarantee.private
 ('laplace', False)
->>> round(rel.expected_error(fugu.RangeQuery({"a": (0, 1)})), 3)  # two cells, each of variance 2p/(1-p)^2 with p = e^(-1/2)
+>>> # two cells, each of variance 2p/(1-p)^2 with p = e^(-1/2):
+>>> round(rel.expected_error(fugu.RangeQuery({"a": (0, 1)})), 3)
 3.959
 """
 
@@ -77,7 +79,9 @@ class Guarantee:
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
-            raise InvalidParameterError(f"model must be one of {sorted(MODELS)}, got {self.model!r}")
+            raise InvalidParameterError(
+                f"model must be one of {sorted(MODELS)}, got {self.model!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -99,7 +103,9 @@ class Guarantee:
         """The guarantee in plain words."""
         lines = [
             f"{MODELS[self.model]}, epsilon = {self.epsilon:g}, neighbours: {self.neighbours}.",
-            f"Mechanism: {self.mechanism}" + (f" (sensitivity {self.sensitivity:g})" if self.sensitivity is not None else "") + ".",
+            f"Mechanism: {self.mechanism}"
+            + (f" (sensitivity {self.sensitivity:g})" if self.sensitivity is not None else "")
+            + ".",
         ]
         if self.source:
             lines.append(f"Source: {self.source}.")
@@ -108,9 +114,15 @@ class Guarantee:
             f"factor of e^{self.epsilon:g} = {math.exp(self.epsilon):.3g}."
         )
         if self.post_processing:
-            lines.append("Post-processing (no further privacy cost): " + ", ".join(self.post_processing) + ".")
+            lines.append(
+                "Post-processing (no further privacy cost): "
+                + ", ".join(self.post_processing)
+                + "."
+            )
         if not self.private:
-            lines.append("NOT PRIVATE: made with a seeded random source for reproducibility; do not publish.")
+            lines.append(
+                "NOT PRIVATE: made with a seeded random source for reproducibility; do not publish."
+            )
         return "\n".join(lines)
 
 
@@ -202,7 +214,11 @@ class Release:
 
     @classmethod
     def _from_state(
-        cls, domain: Domain | None, guarantee: Guarantee, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]
+        cls,
+        domain: Domain | None,
+        guarantee: Guarantee,
+        arrays: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any],
     ) -> Release:
         raise NotImplementedError
 
@@ -249,7 +265,9 @@ class Release:
         if cls is None:
             raise InvalidParameterError(f"unknown release kind {header['kind']!r} in {str(p)!r}")
         dom = None if header["domain"] is None else Domain.from_dict(header["domain"])
-        return cls._from_state(dom, Guarantee.from_dict(header["guarantee"]), arrays, header["meta"])
+        return cls._from_state(
+            dom, Guarantee.from_dict(header["guarantee"]), arrays, header["meta"]
+        )
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able description (for ``fugu info``)."""
@@ -260,7 +278,8 @@ class Release:
 
     def __repr__(self) -> str:
         g = self.guarantee
-        return f"<{type(self).__name__} {g.mechanism} {g.model} ε={g.epsilon:g}{'' if g.private else ' NOT PRIVATE'}>"
+        flag = "" if g.private else " NOT PRIVATE"
+        return f"<{type(self).__name__} {g.mechanism} {g.model} ε={g.epsilon:g}{flag}>"
 
 
 def _import_all_release_kinds() -> None:
@@ -304,9 +323,15 @@ class CubeRelease(Release):
         super().__init__(domain, guarantee)
         est = np.asarray(estimate, dtype=np.float64)
         if est.shape != domain.shape:
-            raise InvalidParameterError(f"estimate has shape {est.shape}, the domain needs {domain.shape}")
+            raise InvalidParameterError(
+                f"estimate has shape {est.shape}, the domain needs {domain.shape}"
+            )
         self._estimate = est
-        self._cell_variance = None if cell_variance is None else np.broadcast_to(np.asarray(cell_variance, np.float64), domain.shape)
+        self._cell_variance = (
+            None
+            if cell_variance is None
+            else np.broadcast_to(np.asarray(cell_variance, np.float64), domain.shape)
+        )
         self._prefix: PrefixSums | None = None
         self._var_prefix: PrefixSums | None = None
 
@@ -335,17 +360,27 @@ class CubeRelease(Release):
         return arrays, {}
 
     @classmethod
-    def _from_state(cls, domain: Domain | None, guarantee: Guarantee, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Release:
+    def _from_state(
+        cls,
+        domain: Domain | None,
+        guarantee: Guarantee,
+        arrays: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any],
+    ) -> Release:
         assert domain is not None
         return cls(domain, guarantee, arrays["estimate"], cell_variance=arrays.get("cell_variance"))
 
-    def post_process(self, step: str, fn: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> CubeRelease:
+    def post_process(
+        self, step: str, fn: Callable[[NDArray[np.float64]], NDArray[np.float64]]
+    ) -> CubeRelease:
         """A new release whose cells are ``fn(counts)``, with ``step`` recorded in the guarantee.
 
         The expected error is no longer known after an arbitrary post-processing step.
         """
         assert self.domain is not None
-        return CubeRelease(self.domain, self.guarantee.with_post_processing(step), fn(self._estimate.copy()))
+        return CubeRelease(
+            self.domain, self.guarantee.with_post_processing(step), fn(self._estimate.copy())
+        )
 
     def nonnegative(self) -> CubeRelease:
         """Negative cells set to 0 (biased; recorded)."""

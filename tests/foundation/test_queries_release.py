@@ -88,7 +88,9 @@ def test_laplace_is_unbiased_with_exact_expected_error() -> None:
 
 
 def test_laplace_add_remove_uses_sensitivity_one() -> None:
-    rel = fugu.central.laplace(hist1d([1, 2]), 1.0, neighbours="add-remove", rng=RandomSource(seed=1))
+    rel = fugu.central.laplace(
+        hist1d([1, 2]), 1.0, neighbours="add-remove", rng=RandomSource(seed=1)
+    )
     assert rel.guarantee.sensitivity == 1.0
     assert "add or remove" in rel.guarantee.neighbours
 

@@ -15,7 +15,15 @@ from typing import Any
 
 import click
 
-from ._common import MECHANISMS, emit, load_domain, load_histogram, seed_source, table
+from ._common import (
+    MECHANISMS,
+    domain_options,
+    emit,
+    load_domain,
+    load_histogram,
+    seed_source,
+    table,
+)
 
 MODEL_MODULES = (
     "fugu.cli.central",
@@ -53,41 +61,91 @@ def _mechanism_names() -> list[str]:
 
 
 @cli.command()
-@click.option("--data", default="adult", show_default=True, help="'adult' (bundled) or a CSV/Parquet file.")
-@click.option("--attributes", "-a", multiple=True, help="Attributes: names for adult, or 'age:0..99,sex:F|M' for files.")
-@click.option("--domain", "domain_file", help="Domain JSON file (instead of --attributes).")
-@click.option("--mechanism", "-m", default="laplace", show_default=True, help="Cube mechanism; see 'fugu release --list'.")
+@domain_options()
+@click.option(
+    "--mechanism",
+    "-m",
+    default="laplace",
+    show_default=True,
+    help="Cube mechanism; see 'fugu release --list'.",
+)
 @click.option("--epsilon", "-e", type=float, required=False, help="Privacy-loss bound ε > 0.")
-@click.option("--neighbours", type=click.Choice(["replace", "add-remove"]), default="replace", show_default=True)
-@click.option("--policy", help="Blowfish policy, e.g. 'line', 'distance:theta=5', 'attribute', 'partition:age=10'.")
-@click.option("--branching", type=int, help="Tree fan-out for hierarchical mechanisms (default: chosen).")
+@click.option(
+    "--neighbours",
+    type=click.Choice(["replace", "add-remove"]),
+    default="replace",
+    show_default=True,
+)
+@click.option(
+    "--policy",
+    help="Blowfish policy, e.g. 'line', 'distance:theta=5', 'attribute', 'partition:age=10'.",
+)
+@click.option(
+    "--branching", type=int, help="Tree fan-out for hierarchical mechanisms (default: chosen)."
+)
 @click.option("--plain", help="Privelet+: attributes not transformed (comma list) or 'auto'.")
 @click.option("--option", "-o", "extra", multiple=True, help="Other mechanism option as key=value.")
-@click.option("--engine", type=click.Choice(["numpy", "duckdb", "spark"]), help="Counting engine for files.")
+@click.option(
+    "--engine", type=click.Choice(["numpy", "duckdb", "spark"]), help="Counting engine for files."
+)
 @click.option("--sql", help="Count the result of this DuckDB query (its WHERE is a public filter).")
 @click.option("--spark-master", help="Spark master URL for --engine spark (default: local[*]).")
 @click.option("--progress", is_flag=True, help="Show a progress bar while scanning files.")
-@click.option("--out-of-domain", type=click.Choice(["error", "clip", "drop"]), default="error", show_default=True)
+@click.option(
+    "--out-of-domain",
+    type=click.Choice(["error", "clip", "drop"]),
+    default="error",
+    show_default=True,
+)
 @click.option("--seed", type=int, help="Reproducible, NOT private run.")
-@click.option("--ledger", type=click.Path(dir_okay=False), help="Budget ledger JSON; refuses a release over its total.")
+@click.option(
+    "--ledger",
+    type=click.Path(dir_okay=False),
+    help="Budget ledger JSON; refuses a release over its total.",
+)
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the release here (.npz).")
 @click.option("--list", "list_only", is_flag=True, help="List the mechanisms and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def release(data: str, attributes: tuple[str, ...], domain_file: str | None, mechanism: str, epsilon: float | None,
-            neighbours: str, policy: str | None, branching: int | None, plain: str | None, extra: tuple[str, ...],
-            engine: str | None, sql: str | None, spark_master: str | None, progress: bool,
-            out_of_domain: str, seed: int | None, ledger: str | None,
-            out: str | None, list_only: bool, as_json: bool) -> None:
+def release(
+    data: str,
+    attributes: tuple[str, ...],
+    domain_file: str | None,
+    mechanism: str,
+    epsilon: float | None,
+    neighbours: str,
+    policy: str | None,
+    branching: int | None,
+    plain: str | None,
+    extra: tuple[str, ...],
+    engine: str | None,
+    sql: str | None,
+    spark_master: str | None,
+    progress: bool,
+    out_of_domain: str,
+    seed: int | None,
+    ledger: str | None,
+    out: str | None,
+    list_only: bool,
+    as_json: bool,
+) -> None:
     """Release a noisy data cube of DATA over the chosen attributes."""
     names = _mechanism_names()
     if list_only:
-        emit({n: MECHANISMS[n].summary for n in names}, as_json,
-             lambda: table([[n, MECHANISMS[n].model, MECHANISMS[n].summary] for n in names], ["mechanism", "model", "what"]))
+        emit(
+            {n: MECHANISMS[n].summary for n in names},
+            as_json,
+            lambda: table(
+                [[n, MECHANISMS[n].model, MECHANISMS[n].summary] for n in names],
+                ["mechanism", "model", "what"],
+            ),
+        )
         return
     if epsilon is None:
         raise click.UsageError("--epsilon is required (e.g. --epsilon 1.0)")
     if mechanism not in MECHANISMS:
-        raise click.BadParameter(f"unknown mechanism {mechanism!r}; choose from {names}", param_hint="--mechanism")
+        raise click.BadParameter(
+            f"unknown mechanism {mechanism!r}; choose from {names}", param_hint="--mechanism"
+        )
     options: dict[str, Any] = {"neighbours": neighbours}
     if policy is not None:
         options["policy"] = policy
@@ -124,7 +182,11 @@ def release(data: str, attributes: tuple[str, ...], domain_file: str | None, mec
         acct.save(ledger)
     path = rel.save(out) if out else None
     summary = rel.summary() | {"file": str(path) if path else None}
-    emit(summary, as_json, lambda: rel.guarantee.describe() + (f"\nwritten to {path}" if path else ""))
+    emit(
+        summary,
+        as_json,
+        lambda: rel.guarantee.describe() + (f"\nwritten to {path}" if path else ""),
+    )
 
 
 def _open_ledger(path: str | None) -> Any:
@@ -134,7 +196,9 @@ def _open_ledger(path: str | None) -> Any:
 
     p = Path(path)
     if not p.exists():
-        raise click.UsageError(f"ledger {path!r} does not exist; create it with 'fugu ledger init {path} --total EPS'")
+        raise click.UsageError(
+            f"ledger {path!r} does not exist; create it with 'fugu ledger init {path} --total EPS'"
+        )
     return Accountant.load(p)
 
 
@@ -157,15 +221,24 @@ def ledger() -> None:
 @ledger.command("init")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--total", type=float, required=True, help="Total ε this ledger may spend.")
-@click.option("--model", type=click.Choice(["central-dp", "blowfish", "node-dp", "edge-dp", "ldp"]),
-              default="central-dp", show_default=True, help="Privacy model the releases share.")
-@click.option("--policy", help="Blowfish: the one policy (as given to --policy) the releases share.")
+@click.option(
+    "--model",
+    type=click.Choice(["central-dp", "blowfish", "node-dp", "edge-dp", "ldp"]),
+    default="central-dp",
+    show_default=True,
+    help="Privacy model the releases share.",
+)
+@click.option(
+    "--policy", help="Blowfish: the one policy (as given to --policy) the releases share."
+)
 def ledger_init(path: str, total: float, model: str, policy: str | None) -> None:
     """Create a ledger with a declared total ε (sequential composition under one model)."""
     from ..budget import Accountant, Budget
 
     Accountant(Budget(total, model=model, policy=policy)).save(path)
-    click.echo(f"ledger {path}: total epsilon {total:g} ({model}{', policy ' + policy if policy else ''})")
+    click.echo(
+        f"ledger {path}: total epsilon {total:g} ({model}{', policy ' + policy if policy else ''})"
+    )
 
 
 @ledger.command("show")
@@ -179,7 +252,12 @@ def ledger_show(path: str) -> None:
 
 @cli.command()
 @click.argument("release_file", type=click.Path(dir_okay=False))
-@click.option("--where", "-w", multiple=True, help="Condition 'age=20..29' or 'occupation=Professional'; repeat to AND.")
+@click.option(
+    "--where",
+    "-w",
+    multiple=True,
+    help="Condition 'age=20..29' or 'occupation=Professional'; repeat to AND.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
     """Answer a range query from a saved release."""
@@ -196,8 +274,11 @@ def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
     q = RangeQuery(conds)
     ans = rel.answer(q)
     err = rel.expected_error(q)
-    emit({"query": str(q), "answer": ans, "expected_error": err}, as_json,
-         lambda: f"{q}: {ans:,.1f}" + (f"  (± {err:,.1f} RMSE)" if err is not None else ""))
+    emit(
+        {"query": str(q), "answer": ans, "expected_error": err},
+        as_json,
+        lambda: f"{q}: {ans:,.1f}" + (f"  (± {err:,.1f} RMSE)" if err is not None else ""),
+    )
 
 
 @cli.command()
@@ -261,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-from ._common import register_mechanism  # noqa: E402  (re-export for model modules)
 from . import _foundation  # noqa: E402,F401  (registers the Laplace baseline)
+from ._common import register_mechanism  # noqa: E402  (re-export for model modules)
 
 __all__ = ["cli", "main", "register_mechanism"]

@@ -74,7 +74,9 @@ def load_domain(data: str, attributes: tuple[str, ...], domain_file: str | None)
             return adult_domain()
         return Domain([adult_attribute(n) if ":" not in n else parse_attribute(n) for n in names])
     if not names:
-        raise InvalidParameterError("give --attributes 'name:domain,...' or --domain FILE.json for a data file")
+        raise InvalidParameterError(
+            "give --attributes 'name:domain,...' or --domain FILE.json for a data file"
+        )
     return Domain([parse_attribute(n) for n in _split_specs(attributes)])
 
 
@@ -86,7 +88,12 @@ def _split_specs(attributes: tuple[str, ...]) -> list[str]:
 
 
 def load_histogram(
-    data: str, domain: Domain, engine: str | None, out_of_domain: str, sql: str | None = None, **options: Any
+    data: str,
+    domain: Domain,
+    engine: str | None,
+    out_of_domain: str,
+    sql: str | None = None,
+    **options: Any,
 ) -> Any:
     """The histogram of the bundled Adult data, a file, or a SQL query's result.
 
@@ -95,12 +102,39 @@ def load_histogram(
     from ..histogram import Histogram
 
     if sql:
-        return Histogram.from_file(None, domain, engine=engine, sql=sql, out_of_domain=out_of_domain, **options)  # type: ignore[arg-type]
+        return Histogram.from_file(
+            None,
+            domain,
+            engine=engine,
+            sql=sql,
+            out_of_domain=out_of_domain,  # type: ignore[arg-type]
+            **options,
+        )
     if data == "adult":
         from ..datasets import adult
 
         return Histogram.from_records(adult(), domain, out_of_domain=out_of_domain)  # type: ignore[arg-type]
     return Histogram.from_file(data, domain, engine=engine, out_of_domain=out_of_domain, **options)  # type: ignore[arg-type]
+
+
+def domain_options(
+    data_help: str = "'adult' (bundled) or a CSV/Parquet file.",
+) -> Callable[[Any], Any]:
+    """The ``--data``, ``--attributes`` and ``--domain`` options every data command shares."""
+
+    def decorate(fn: Any) -> Any:
+        fn = click.option(
+            "--domain", "domain_file", help="Domain JSON file (instead of --attributes)."
+        )(fn)
+        fn = click.option(
+            "--attributes",
+            "-a",
+            multiple=True,
+            help="Attributes: names for adult, or 'age:0..99,sex:F|M' for files.",
+        )(fn)
+        return click.option("--data", default="adult", show_default=True, help=data_help)(fn)
+
+    return decorate
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -114,7 +148,12 @@ def emit(obj: Any, as_json: bool, text: str | Callable[[], str]) -> None:
 def table(rows: list[list[Any]], header: list[str]) -> str:
     cells = [header] + [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in cells]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import InvalidParameterError
-from ._common import MechanismEntry, emit, load_domain, register_mechanism, table
+from ._common import MechanismEntry, domain_options, emit, load_domain, register_mechanism, table
 
 
 def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
@@ -127,19 +127,7 @@ def _workload(spec: str, dom: Any, seed: int | None) -> Any:
 
 def register(cli: click.Group) -> None:
     @cli.command()
-    @click.option(
-        "--data",
-        default="adult",
-        show_default=True,
-        help="'adult' or a data file (only its domain is used).",
-    )
-    @click.option(
-        "--attributes",
-        "-a",
-        multiple=True,
-        help="Attributes: names for adult, or 'age:0..99,sex:F|M'.",
-    )
-    @click.option("--domain", "domain_file", help="Domain JSON file (instead of --attributes).")
+    @domain_options("'adult' or a data file (only its domain is used).")
     @click.option(
         "--workload",
         "-w",

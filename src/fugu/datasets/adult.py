@@ -52,7 +52,16 @@ HIERARCHIES: dict[str, dict[str, Any]] = {
     },
     "education": {
         "education:*": {
-            "Before-high-school": ["Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th"],
+            "Before-high-school": [
+                "Preschool",
+                "1st-4th",
+                "5th-6th",
+                "7th-8th",
+                "9th",
+                "10th",
+                "11th",
+                "12th",
+            ],
             "High-school": ["HS-grad", "Some-college"],
             "Associate": ["Assoc-acdm", "Assoc-voc"],
             "University": ["Bachelors", "Masters", "Prof-school", "Doctorate"],
@@ -67,8 +76,20 @@ HIERARCHIES: dict[str, dict[str, Any]] = {
     },
     "occupation": {
         "occupation:*": {
-            "White-collar": ["Adm-clerical", "Exec-managerial", "Prof-specialty", "Sales", "Tech-support"],
-            "Blue-collar": ["Craft-repair", "Farming-fishing", "Handlers-cleaners", "Machine-op-inspct", "Transport-moving"],
+            "White-collar": [
+                "Adm-clerical",
+                "Exec-managerial",
+                "Prof-specialty",
+                "Sales",
+                "Tech-support",
+            ],
+            "Blue-collar": [
+                "Craft-repair",
+                "Farming-fishing",
+                "Handlers-cleaners",
+                "Machine-op-inspct",
+                "Transport-moving",
+            ],
             "Service": ["Other-service", "Priv-house-serv", "Protective-serv"],
             "Other-occupation": ["Armed-Forces", "Unknown"],
         }
@@ -86,14 +107,25 @@ HIERARCHIES: dict[str, dict[str, Any]] = {
     "native_country": {
         "native_country:*": {
             "North-America": {
-                "United-States-and-territories": ["United-States", "Outlying-US(Guam-USVI-etc)", "Puerto-Rico"],
+                "United-States-and-territories": [
+                    "United-States",
+                    "Outlying-US(Guam-USVI-etc)",
+                    "Puerto-Rico",
+                ],
                 "Canada-region": ["Canada"],
                 "Central-America": ["Mexico", "Honduras", "Guatemala", "Nicaragua", "El-Salvador"],
                 "Caribbean": ["Cuba", "Jamaica", "Dominican-Republic", "Haiti", "Trinadad&Tobago"],
             },
             "South-America": {"South-America-region": ["Ecuador", "Columbia", "Peru"]},
             "Europe": {
-                "Western-Europe": ["England", "Scotland", "Ireland", "France", "Germany", "Holand-Netherlands"],
+                "Western-Europe": [
+                    "England",
+                    "Scotland",
+                    "Ireland",
+                    "France",
+                    "Germany",
+                    "Holand-Netherlands",
+                ],
                 "Southern-Europe": ["Italy", "Portugal", "Greece"],
                 "Eastern-Europe": ["Poland", "Hungary", "Yugoslavia"],
             },
@@ -125,7 +157,11 @@ _NUMERIC = {"age", "fnlwgt", "education_num", "capital_gain", "capital_loss", "h
 
 @lru_cache(maxsize=4)
 def _load(split: str) -> dict[str, np.ndarray]:
-    files = {"train": ["adult.data.gz"], "test": ["adult.test.gz"], "all": ["adult.data.gz", "adult.test.gz"]}
+    files = {
+        "train": ["adult.data.gz"],
+        "test": ["adult.test.gz"],
+        "all": ["adult.data.gz", "adult.test.gz"],
+    }
     if split not in files:
         raise InvalidParameterError(f"split must be 'train', 'test' or 'all', got {split!r}")
     rows: list[list[str]] = []
@@ -142,7 +178,9 @@ def _load(split: str) -> dict[str, np.ndarray]:
         if name in _NUMERIC:
             cols[name] = np.asarray(raw, dtype=np.int64)
         else:
-            vals = np.asarray([("Unknown" if v == "?" else v.rstrip(".")) for v in raw], dtype=object)
+            vals = np.asarray(
+                [("Unknown" if v == "?" else v.rstrip(".")) for v in raw], dtype=object
+            )
             cols[name] = vals
     return cols
 
@@ -160,11 +198,16 @@ def adult_attribute(name: str) -> Ordinal | Nominal:
         return ORDINALS[name]
     if name in HIERARCHIES:
         return Nominal(name, Hierarchy.from_dict(HIERARCHIES[name]))
-    raise InvalidParameterError(f"Adult has no declared domain for {name!r}; choose from {list(ADULT_ATTRIBUTES)}")
+    raise InvalidParameterError(
+        f"Adult has no declared domain for {name!r}; choose from {list(ADULT_ATTRIBUTES)}"
+    )
 
 
 def adult_domain(attributes: Sequence[str] | None = None) -> Domain:
-    """The documented domain of the chosen Adult attributes (default: age, sex, occupation, income)."""
+    """The documented domain of the chosen Adult attributes.
+
+    Default: age, sex, occupation, income.
+    """
     names = list(attributes) if attributes is not None else ["age", "sex", "occupation", "income"]
     return Domain([adult_attribute(n) for n in names])
 

@@ -26,7 +26,9 @@ def _discretise(z: NDArray[np.float64], c: int, spread: float) -> NDArray[np.int
     return np.clip(np.floor(u * c), 0, c - 1).astype(np.int64)
 
 
-def correlated_gaussian(n: int, d: int, c: int, *, rho: float = 0.5, seed: int = 0) -> dict[str, NDArray[np.int64]]:
+def correlated_gaussian(
+    n: int, d: int, c: int, *, rho: float = 0.5, seed: int = 0
+) -> dict[str, NDArray[np.int64]]:
     """n rows of d attributes in ``0..c-1``: a multivariate normal with pairwise correlation
     ``rho``, ±3σ mapped onto the c values (the far tails clamped to the end values).
 
@@ -41,7 +43,9 @@ def correlated_gaussian(n: int, d: int, c: int, *, rho: float = 0.5, seed: int =
     return {f"a{j}": codes[:, j] for j in range(d)}
 
 
-def correlated_laplace(n: int, d: int, c: int, *, rho: float = 0.5, seed: int = 0) -> dict[str, NDArray[np.int64]]:
+def correlated_laplace(
+    n: int, d: int, c: int, *, rho: float = 0.5, seed: int = 0
+) -> dict[str, NDArray[np.int64]]:
     """Like :func:`correlated_gaussian` with a multivariate Laplace (Gaussian scale mixture with
     exponential mixing): heavier tails, the same correlation structure; ±4σ mapped onto c values.
     """

@@ -54,9 +54,13 @@ def _run(
     if vectorised:
         out = np.asarray(mechanism(data, rng, n), dtype=np.float64)
         if out.shape[0] != n:
-            raise InvalidParameterError(f"a vectorised mechanism must return {n} outputs, got shape {out.shape}")
+            raise InvalidParameterError(
+                f"a vectorised mechanism must return {n} outputs, got shape {out.shape}"
+            )
         return out.reshape(n, -1)
-    rows = [np.asarray(_as_output(mechanism(data, rng)), dtype=np.float64).reshape(-1) for _ in range(n)]
+    rows = [
+        np.asarray(_as_output(mechanism(data, rng)), dtype=np.float64).reshape(-1) for _ in range(n)
+    ]
     return np.stack(rows)
 
 
@@ -67,7 +71,9 @@ def _as_output(x: Any) -> Any:
         try:
             return x.counts
         except NotImplementedError:
-            raise InvalidParameterError("give a statistic= that maps this release to numbers") from None
+            raise InvalidParameterError(
+                "give a statistic= that maps this release to numbers"
+            ) from None
     return x
 
 
@@ -140,15 +146,24 @@ def audit(
         def stat_fn(out: NDArray[np.float64]) -> ArrayLike:
             return out @ direction
 
-    s1 = np.asarray(stat_fn(_run(mechanism, d1, rng, n_runs, vectorised)), dtype=np.float64).reshape(-1)
-    s2 = np.asarray(stat_fn(_run(mechanism, d2, rng, n_runs, vectorised)), dtype=np.float64).reshape(-1)
+    s1 = np.asarray(
+        stat_fn(_run(mechanism, d1, rng, n_runs, vectorised)), dtype=np.float64
+    ).reshape(-1)
+    s2 = np.asarray(
+        stat_fn(_run(mechanism, d2, rng, n_runs, vectorised)), dtype=np.float64
+    ).reshape(-1)
     if discrete:
         labels = np.unique(np.concatenate([s1, s2]))
         k1 = np.array([(s1 == v).sum() for v in labels], dtype=np.float64)
         k2 = np.array([(s2 == v).sum() for v in labels], dtype=np.float64)
         names = [f"S={v:g}" for v in labels]
     else:
-        ps = np.concatenate([np.asarray(stat_fn(pilot1), np.float64).reshape(-1), np.asarray(stat_fn(pilot2), np.float64).reshape(-1)])
+        ps = np.concatenate(
+            [
+                np.asarray(stat_fn(pilot1), np.float64).reshape(-1),
+                np.asarray(stat_fn(pilot2), np.float64).reshape(-1),
+            ]
+        )
         cuts = np.unique(np.quantile(ps, np.linspace(0.002, 0.998, n_thresholds)))
         s1s, s2s = np.sort(s1), np.sort(s2)
         le1 = np.searchsorted(s1s, cuts, side="right").astype(np.float64)
@@ -203,7 +218,9 @@ def ldp_ratio(probabilities: ArrayLike) -> float:
 
 
 def chi_square_pmf(
-    samples: ArrayLike, pmf: Callable[[NDArray[np.int64]], NDArray[np.float64]], min_expected: float = 5.0
+    samples: ArrayLike,
+    pmf: Callable[[NDArray[np.int64]], NDArray[np.float64]],
+    min_expected: float = 5.0,
 ) -> float:
     """p-value of a chi-square goodness-of-fit test of integer samples against an exact pmf.
 
@@ -241,4 +258,3 @@ def chi_square_pmf(
 def ks_cdf(samples: ArrayLike, cdf: Callable[[NDArray[np.float64]], NDArray[np.float64]]) -> float:
     """p-value of a one-sample Kolmogorov–Smirnov test against a continuous CDF."""
     return float(stats.kstest(np.asarray(samples, dtype=np.float64).reshape(-1), cdf).pvalue)
-
