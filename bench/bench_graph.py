@@ -127,7 +127,8 @@ def real_graphs(runs: int, lp_limit: float, max_occ: int) -> None:
         truth = count_occurrences(G, "triangle")
         if truth > max_occ:
             print(
-                f"{name:<16}{G.number_of_nodes():6d}{G.number_of_edges():7d}{truth:7d}  (skipped: > --max-occ)"
+                f"{name:<16}{G.number_of_nodes():6d}{G.number_of_edges():7d}{truth:7d}"
+                "  (skipped: more triangles than --max-occ)"
             )
             continue
         row = {}
