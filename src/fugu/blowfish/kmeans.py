@@ -68,7 +68,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -592,10 +593,42 @@ class _Assigner:
         return _nearest(np.ascontiguousarray(self.block_rep.T), centers)[self.block_of]
 
 
-def _make_assigner(graph: SecretGraph, grid: KMeansGrid, codes: NDArray[np.int64]) -> _Assigner:
+@dataclass(frozen=True, eq=False)
+class _CellRule:
+    """The public assignment rule expressed from cell codes (picklable: runs on executors).
+
+    ``block_rep`` is None for nearest-centre assignment. For partition graphs every cell maps to
+    a block (``cell_blocks``: block id per flat cell; or ``attr_blocks``: block id per code of
+    each attribute, combined over ``nblocks``) and every block to its centre point.
+    """
+
+    sizes: tuple[int, ...]
+    cell_blocks: NDArray[np.int64] | None = None
+    attr_blocks: tuple[NDArray[np.int64], ...] | None = None
+    nblocks: tuple[int, ...] = ()
+    block_rep: NDArray[np.float64] | None = None
+
+    def block_ids(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Block id of each point from its cell codes (n, d)."""
+        if self.cell_blocks is not None:
+            return self.cell_blocks[np.ravel_multi_index(tuple(codes.T), self.sizes)]
+        assert self.attr_blocks is not None
+        per = tuple(p[codes[:, j]] for j, p in enumerate(self.attr_blocks))
+        return np.ravel_multi_index(per, self.nblocks).astype(np.int64)
+
+    def labels(
+        self, codes: NDArray[np.int64], cols: NDArray[np.float64], centers: NDArray[np.float64]
+    ) -> NDArray[np.int64]:
+        """Cluster of each point: codes (n, d) and the same points' coordinates as columns."""
+        if self.block_rep is None:
+            return _nearest(cols, centers)
+        return _nearest(np.ascontiguousarray(self.block_rep.T), centers)[self.block_ids(codes)]
+
+
+def _cell_rule(graph: SecretGraph, grid: KMeansGrid) -> _CellRule:
     """Nearest-centre assignment, or block-by-block for partitions (block = its centre point)."""
     if graph.kind != "partition":
-        return _Assigner()
+        return _CellRule(grid.sizes)
     if graph.cell_blocks is not None:
         ids = graph.cell_blocks
         nb = int(ids.max()) + 1
@@ -604,10 +637,9 @@ def _make_assigner(graph: SecretGraph, grid: KMeansGrid, codes: NDArray[np.int64
         lo = np.full((nb, grid.dim), np.inf)
         np.maximum.at(hi, ids, pts)
         np.minimum.at(lo, ids, pts)
-        cell = np.ravel_multi_index(tuple(codes.T), grid.sizes)
-        return _Assigner(ids[cell], (hi + lo) / 2)
+        return _CellRule(grid.sizes, cell_blocks=ids, block_rep=(hi + lo) / 2)
     per = _attr_block_ids(graph, grid)
-    nbs = [int(p.max()) + 1 for p in per]
+    nbs = tuple(int(p.max()) + 1 for p in per)
     reps = []
     for c, ids, nb in zip(grid.coords, per, nbs, strict=True):
         hi1 = np.full(nb, -np.inf)
@@ -615,11 +647,138 @@ def _make_assigner(graph: SecretGraph, grid: KMeansGrid, codes: NDArray[np.int64
         np.maximum.at(hi1, ids, c)
         np.minimum.at(lo1, ids, c)
         reps.append((hi1 + lo1) / 2)
-    block = np.ravel_multi_index(tuple(p[codes[:, j]] for j, p in enumerate(per)), nbs).astype(
-        np.int64
-    )
     rep = np.stack([m.reshape(-1) for m in np.meshgrid(*reps, indexing="ij")], axis=1)
-    return _Assigner(block, rep)
+    return _CellRule(grid.sizes, attr_blocks=tuple(per), nblocks=nbs, block_rep=rep)
+
+
+def _make_assigner(graph: SecretGraph, grid: KMeansGrid, codes: NDArray[np.int64]) -> _Assigner:
+    """The rule of :func:`_cell_rule` applied to in-memory points given by their codes (n, d)."""
+    rule = _cell_rule(graph, grid)
+    if rule.block_rep is None:
+        return _Assigner()
+    return _Assigner(rule.block_ids(codes), rule.block_rep)
+
+
+# -- the per-iteration sums through the engine interface (fugu.engines) ------------------------
+def _batch_codes(
+    batch: Mapping[str, Any], grid: KMeansGrid, encoded: bool, clip: bool
+) -> NDArray[np.int64]:
+    """Cell codes (n, d) of one batch: columns already holding codes, or raw coordinates."""
+    if encoded:
+        return np.stack([np.asarray(batch[a], dtype=np.int64) for a in grid.names], axis=1)
+    cols = []
+    for a in grid.names:
+        v = batch[a]
+        if type(v).__module__.startswith("pyarrow"):
+            v = v.to_numpy(zero_copy_only=False)
+        try:
+            cols.append(np.asarray(v, dtype=np.float64))
+        except (TypeError, ValueError):
+            raise InvalidTypeError(
+                f"column {a!r} must hold numbers (point coordinates), got dtype "
+                f"{np.asarray(v).dtype}"
+            ) from None
+    arr = np.stack(cols, axis=1)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        rows = np.flatnonzero(bad.any(axis=1))
+        col = grid.names[int(np.flatnonzero(bad[rows[0]])[0])]
+        raise DomainError(
+            f"{rows.size} points have NaN, missing or infinite coordinates (first in column "
+            f"{col!r}); impute or remove them (fugu never drops them silently)"
+        )
+    return grid.encode(arr, clip)
+
+
+@dataclass(frozen=True, eq=False)
+class _PointCount:
+    """Partial of the input check: validates a batch (domain, NaN) and counts its points."""
+
+    grid: KMeansGrid
+    clip: bool
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, NDArray[np.int64]]:
+        codes = _batch_codes(batch, self.grid, False, self.clip)
+        return {"n": np.array([codes.shape[0]], dtype=np.int64)}
+
+
+@dataclass(frozen=True, eq=False)
+class _LloydStats:
+    """Partial of one Lloyd iteration: exact integer cluster sizes and per-cluster code counts.
+
+    ``sizes = bincount(labels, k)`` and, per attribute j, ``c{j}[i, v]`` = number of points of
+    cluster i whose j-th code is v. Integer partials: every engine returns identical arrays; the
+    coordinate sums are formed from them on the driver (:func:`cluster_stats`).
+    """
+
+    grid: KMeansGrid
+    centers: NDArray[np.float64]
+    rule: _CellRule
+    encoded: bool = False
+    clip: bool = False
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, NDArray[np.int64]]:
+        codes = _batch_codes(batch, self.grid, self.encoded, self.clip)
+        cols = np.stack([c[codes[:, j]] for j, c in enumerate(self.grid.coords)], axis=0).reshape(
+            self.grid.dim, -1
+        )
+        labels = self.rule.labels(codes, np.ascontiguousarray(cols), self.centers)
+        k = self.centers.shape[0]
+        out = {"sizes": np.bincount(labels, minlength=k).astype(np.int64)}
+        for j, m in enumerate(self.grid.sizes):
+            flat = labels * m + codes[:, j]
+            out[f"c{j}"] = np.bincount(flat, minlength=k * m).astype(np.int64).reshape(k, m)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class _Inertia:
+    """Partial of the k-means objective of the final centres (a float: equal up to rounding)."""
+
+    grid: KMeansGrid
+    centers: NDArray[np.float64]
+    encoded: bool = False
+    clip: bool = False
+
+    def __call__(self, batch: Mapping[str, Any]) -> NDArray[np.float64]:
+        codes = _batch_codes(batch, self.grid, self.encoded, self.clip)
+        return np.array([kmeans_objective(self.grid.to_points(codes), self.centers)])
+
+
+def cluster_stats(
+    data: Any,
+    grid: KMeansGrid,
+    centers: ArrayLike,
+    rule: _CellRule | None = None,
+    *,
+    encoded: bool = False,
+    clip: bool = False,
+    engine: str = "numpy",
+    **engine_options: Any,
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Exact sizes (k,) and centred coordinate sums (k, d) of one Lloyd iteration on any engine.
+
+    ``data`` is anything :func:`fugu.engines.partial_sums` reads (a table, a CSV/Parquet path, a
+    Spark DataFrame, ...) with one column per domain attribute holding coordinates, or holding
+    cell codes when ``encoded``. The engines return integer counts (identical on every engine);
+    the sums are ``sums[:, j] = counts_j @ (coords_j − o_j)`` on the driver, so they are
+    identical too. These are the noise-free inputs of :func:`release_iteration`.
+    """
+    from ..engines import partial_sums
+
+    c = np.asarray(centers, dtype=np.float64)
+    fn = _LloydStats(grid, c, rule or _CellRule(grid.sizes), encoded, clip)
+    out = partial_sums(data, fn, columns=list(grid.names), engine=engine, **engine_options)
+    assert isinstance(out, dict)
+    o = grid.centre
+    sums = np.stack(
+        [
+            np.asarray(out[f"c{j}"], dtype=np.float64) @ (coords - o[j])
+            for j, coords in enumerate(grid.coords)
+        ],
+        axis=1,
+    ).reshape(c.shape[0], grid.dim)
+    return np.asarray(out["sizes"], dtype=np.int64), sums
 
 
 def _cluster_stats(
@@ -702,7 +861,7 @@ def _update(
 
 
 def lloyd(
-    points: NDArray[np.float64],
+    points: NDArray[np.float64] | None,
     init: NDArray[np.float64],
     n_iter: int,
     grid: KMeansGrid,
@@ -710,22 +869,31 @@ def lloyd(
     plans: Sequence[IterationPlan] | None = None,
     rng: RandomSource | None = None,
     min_cluster_size: float = 1.0,
+    *,
+    stats: Callable[[NDArray[np.float64]], tuple[NDArray[np.int64], NDArray[np.float64]]]
+    | None = None,
 ) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
     """Run ``n_iter`` Lloyd iterations from ``init``; noisy when ``plans`` is given.
 
     Returns the final centres and the released (noisy) sizes of each iteration. With
     ``plans=None`` this is ordinary non-private Lloyd (the experiments' baseline).
+    ``stats(centers) -> (sizes, centred sums)`` replaces the in-memory statistics of ``points``
+    (the estimator passes :func:`cluster_stats` on the chosen engine; ``points`` is then unused).
     """
     assign = assign or _Assigner()
     centers = np.asarray(init, dtype=np.float64).copy()
     k = centers.shape[0]
     o, lo, hi = grid.centre, grid.low, grid.high
-    cols = np.ascontiguousarray(np.asarray(points, dtype=np.float64).T)
-    centred = cols - o[:, None]
+    if stats is None:
+        cols = np.ascontiguousarray(np.asarray(points, dtype=np.float64).T)
+        centred = cols - o[:, None]
     history = []
     for t in range(n_iter):
-        labels = assign(cols, centers)
-        sizes, sums = _cluster_stats(centred, labels, k)
+        if stats is None:
+            labels = assign(cols, centers)
+            sizes, sums = _cluster_stats(centred, labels, k)
+        else:
+            sizes, sums = stats(centers)
         if plans is None:
             ns, nq = sizes.astype(np.float64), sums
         else:
@@ -762,6 +930,27 @@ def random_init(grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float
     """k centres uniform on the domain box, from public randomness (no data touched)."""
     gen = rng.numpy_generator()
     return grid.low + gen.random((k, grid.dim)) * (grid.high - grid.low)
+
+
+def _input_kind(X: Any, engine_options: Mapping[str, Any]) -> str:
+    """'spark' (a Spark DataFrame), 'external' (a path, or None with sql=) or 'memory'."""
+    if type(X).__module__.startswith("pyspark"):
+        return "spark"
+    if isinstance(X, str | os.PathLike) or (X is None and engine_options.get("sql")):
+        return "external"
+    return "memory"
+
+
+def partial_sums_checked(
+    data: Any, fn: Any, grid: KMeansGrid, engine: str, engine_options: Mapping[str, Any]
+) -> Any:
+    """:func:`fugu.engines.partial_sums` over the domain's columns (empty input: a clear error)."""
+    from ..engines import partial_sums
+
+    try:
+        return partial_sums(data, fn, columns=list(grid.names), engine=engine, **engine_options)
+    except EmptyDataError:
+        raise EmptyDataError("X has no points; k-means needs at least n_clusters points") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -803,13 +992,20 @@ class KMeans:
         Noisy sizes below this keep the previous centre (default 1).
     accountant : Accountant, optional
         Charged ε before the data is touched.
+    engine : "numpy", "duckdb" or "spark", optional
+        Which :mod:`fugu.engines` engine computes each iteration's exact sizes and sums (default:
+        numpy for in-memory points, :func:`fugu.engines.default_file_engine` for a path, spark for
+        a Spark DataFrame). Every engine gives identical sums, hence identical centres for the
+        same seed; privacy does not depend on the engine. ``fit(X, engine=...)`` overrides it.
 
     Attributes
     ----------
     cluster_centers_ : ndarray (k, d)
         The private centres (this is what the guarantee covers).
     labels_, inertia_ : training-data labels and objective. These are computed from the raw
-        data for the data owner and are **not** protected: do not publish them.
+        data for the data owner and are **not** protected: do not publish them. For a file or
+        Spark DataFrame ``labels_`` is None (use ``predict`` on in-memory points) and
+        ``inertia_`` is summed per partition (equal across engines up to float rounding).
     n_iter_ : int
         Iterations run (always ``n_iter``: stopping early would depend on the data).
     noisy_sizes_ : ndarray (n_iter, k)
@@ -843,6 +1039,7 @@ class KMeans:
         sensitivity: str = "safe",
         min_cluster_size: float = 1.0,
         accountant: Accountant | None = None,
+        engine: str | None = None,
     ) -> None:
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -857,6 +1054,7 @@ class KMeans:
         self.sensitivity = sensitivity
         self.min_cluster_size = min_cluster_size
         self.accountant = accountant
+        self.engine = engine
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     @classmethod
@@ -1000,8 +1198,20 @@ class KMeans:
         return np.clip(c, grid.low, grid.high)
 
     # -- fitting ----------------------------------------------------------------------------
-    def fit(self, X: Any, y: Any = None) -> KMeans:
-        """Fit private centres to the points ``X`` (n × d, in the domain's attribute order)."""
+    def fit(
+        self, X: Any, y: Any = None, *, engine: str | None = None, **engine_options: Any
+    ) -> KMeans:
+        """Fit private centres to the points ``X``.
+
+        ``X``: an (n, d) array in the domain's attribute order, a table with one column per
+        attribute (mapping, pandas / Polars / Arrow), a CSV or Parquet path, or a Spark
+        DataFrame. ``engine`` (default ``self.engine``) and ``engine_options`` (``threads`` for
+        DuckDB; ``spark``, ``master``, ``num_partitions`` for Spark; ``sql`` for a DuckDB
+        query with ``X=None``, whose WHERE is a public filter) go to
+        :func:`fugu.engines.partial_sums`, which computes each iteration's exact sizes and sums.
+        """
+        from ..engines import check_engine, default_file_engine
+
         grid = self._grid()
         graph = secret_graph(self.policy, grid)
         mode = self.sensitivity
@@ -1009,8 +1219,25 @@ class KMeans:
         model = "central-dp" if graph.kind == "full" and self.policy is None else "blowfish"
         label = graph.label
         eps = check_epsilon(self.epsilon)
-        points, codes = self._points(X, grid)
-        k, iters, weights = self._check(points.shape[0], grid)
+        kind = _input_kind(X, engine_options)
+        eng = engine if engine is not None else self.engine
+        if eng is None:
+            eng = {"memory": "numpy", "spark": "spark"}.get(kind) or default_file_engine(
+                X, engine_options.get("sql")
+            )
+        check_engine(eng)
+        points: NDArray[np.float64] | None = None
+        if kind == "memory":
+            points, codes = self._points(X, grid)
+            n = points.shape[0]
+            data: Any = {a: codes[:, j] for j, a in enumerate(grid.names)}
+        else:
+            data = X
+            counted = partial_sums_checked(
+                data, _PointCount(grid, bool(self.clip)), grid, eng, engine_options
+            )
+            n = int(np.asarray(counted["n"])[0])
+        k, iters, weights = self._check(n, grid)
         eps, source = start(
             eps,
             self.rng,
@@ -1025,19 +1252,43 @@ class KMeans:
             for w in weights
         ]
         init = self._init_centers(grid, k, source)
-        assigner = _make_assigner(graph, grid, codes)
+        rule = _cell_rule(graph, grid)
+        encoded = kind == "memory"
+
+        def stats(c: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+            return cluster_stats(
+                data,
+                grid,
+                c,
+                rule,
+                encoded=encoded,
+                clip=bool(self.clip),
+                engine=eng,
+                **engine_options,
+            )
+
         centers, history = lloyd(
-            points, init, iters, grid, assigner, plans, source, float(self.min_cluster_size)
+            None, init, iters, grid, None, plans, source, float(self.min_cluster_size), stats=stats
         )
         self.cluster_centers_ = centers
         self.noisy_sizes_ = np.stack(history)
         self.n_iter_ = iters
         self.n_features_in_ = grid.dim
         self.sensitivity_ = {"q_size": s_size, "q_sum": s_sum, "mode": mode}
-        self._assigner = assigner
         self._grid_cache = grid
-        self.labels_ = assigner(np.ascontiguousarray(points.T), centers)
-        self.inertia_ = kmeans_objective(points, centers)
+        self.engine_ = eng
+        if points is not None:
+            assigner = _make_assigner(graph, grid, codes)
+            self._assigner = assigner
+            self.labels_: NDArray[np.int64] | None = assigner(
+                np.ascontiguousarray(points.T), centers
+            )
+            self.inertia_ = kmeans_objective(points, centers)
+        else:
+            self.labels_ = None
+            fn = _Inertia(grid, centers, False, bool(self.clip))
+            total = partial_sums_checked(data, fn, grid, eng, engine_options)
+            self.inertia_ = float(np.asarray(total)[0])
         self.guarantee_ = self._guarantee(eps, source, graph, plans, s_size, s_sum, iters, k)
         return self
 
@@ -1101,7 +1352,13 @@ class KMeans:
 
     def fit_predict(self, X: Any, y: Any = None) -> NDArray[np.int64]:
         """Fit, then return the training points' labels (not protected: see ``labels_``)."""
-        return self.fit(X).labels_
+        labels = self.fit(X).labels_
+        if labels is None:
+            raise InvalidTypeError(
+                "fit_predict needs in-memory points (labels of a file or Spark DataFrame are not "
+                "collected); call fit(...) and then predict(points) on the points you need"
+            )
+        return labels
 
     def transform(self, X: Any) -> NDArray[np.float64]:
         """Euclidean distances from each point to each private centre (n × k)."""
