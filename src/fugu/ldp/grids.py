@@ -35,7 +35,7 @@ Where fugu departs from the authors' code (privmdr; spec §7), and why:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import combinations
 from typing import Any, ClassVar
@@ -518,15 +518,9 @@ class GridProtocol(LDPProtocol):
     def client(self, rng: RandomSource | None = None) -> Client:
         return _GridClient(self, rng)
 
-    def aggregate(self, reports: Reports | Iterable[Reports]) -> Release:
-        batches = [reports] if isinstance(reports, Reports) else list(reports)
-        proto: GridProtocol = self
-        if not self.resolved and batches:
-            proto = self._from_header(batches[0])
-        agg = proto.aggregator()
-        for b in batches:
-            agg.add(b)
-        return agg.estimate()
+    def _for_reports(self, reports: Reports) -> GridProtocol:
+        # granularities not fixed here: take them from the reports' header (checked there)
+        return self if self.resolved else self._from_header(reports)
 
     def _from_header(self, reports: Reports) -> GridProtocol:
         params = dict(reports.params)
@@ -551,10 +545,17 @@ class GridProtocol(LDPProtocol):
         except InvalidParameterError as exc:
             raise ReportError(f"bad granularities in the reports' header: {exc}") from None
 
-    def simulate(self, records: Any, rng: RandomSource | None = None) -> Release:
+    def simulate(
+        self,
+        records: Any,
+        rng: RandomSource | None = None,
+        *,
+        engine: str = "numpy",
+        **engine_options: Any,
+    ) -> Release:
         codes = self.encode(records)
         proto = self.for_users(max(1, codes.shape[0]))
-        return LDPProtocol.simulate(proto, codes, rng)
+        return LDPProtocol.simulate(proto, codes, rng, engine=engine, **engine_options)
 
     # -- server side -----------------------------------------------------------------------------
     def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:

@@ -541,16 +541,136 @@ class LDPProtocol:
         """An empty server-side aggregator."""
         return Aggregator(self)
 
-    def aggregate(self, reports: Reports | Iterable[Reports]) -> Release:
-        """Validate and aggregate reports, and estimate: the whole server side in one call."""
-        agg = self.aggregator()
-        for batch in [reports] if isinstance(reports, Reports) else reports:
-            agg.add(batch)
-        return agg.estimate()
+    def aggregate(
+        self,
+        reports: Any,
+        *,
+        engine: str = "numpy",
+        header: Mapping[str, Any] | None = None,
+        **engine_options: Any,
+    ) -> Release:
+        """Validate and aggregate reports, and estimate: the whole server side in one call.
 
-    def simulate(self, records: Any, rng: RandomSource | None = None) -> Release:
-        """Client and server in one call (experiments): perturb every record, aggregate."""
-        return self.aggregate(self.client(rng).perturb(records))
+        ``reports``: a :class:`Reports` batch (or a list of them), an Arrow table made by
+        :meth:`Reports.to_arrow`, a report file (``.parquet``/``.arrow`` read by the engine,
+        ``.jsonl`` read in memory), or a Spark DataFrame of report columns. ``engine``:
+        ``"numpy"`` (default), ``"duckdb"`` or ``"spark"`` (see :mod:`fugu.engines`), with its
+        options (``batch_rows``, ``threads``, ``spark``, ``master``, ``num_partitions``). Every
+        engine gives the same release: support counts are summed exactly.
+
+        The reports' header (schema metadata of Arrow/Parquet, first line of JSON lines) is
+        checked against this protocol; a Spark DataFrame or CSV file carries none, so pass
+        ``header=`` (for instance ``reports.header()``) or the reports are taken to follow this
+        protocol's parameters. Unreadable or out-of-range rows are rejected and counted.
+        """
+        return self.aggregator_for(
+            reports, engine=engine, header=header, **engine_options
+        ).estimate()
+
+    def aggregator_for(
+        self,
+        reports: Any,
+        *,
+        engine: str = "numpy",
+        header: Mapping[str, Any] | None = None,
+        **engine_options: Any,
+    ) -> Aggregator:
+        """The aggregator after absorbing ``reports`` on ``engine`` (see :meth:`aggregate`),
+        before estimation: its ``n_accepted`` and ``rejected`` say what was used."""
+        from ..engines import check_engine
+
+        check_engine(engine)
+        if isinstance(reports, Reports):
+            items: list[Any] = [reports]
+        elif isinstance(reports, list | tuple) and reports:
+            items = list(reports)
+        else:
+            items = [reports]
+        agg: Aggregator | None = None
+        for item in items:
+            agg = self._absorb(agg, item, engine, header, dict(engine_options))
+        assert agg is not None
+        return agg
+
+    def _for_reports(self, reports: Reports) -> LDPProtocol:
+        """The protocol that decodes ``reports`` (grid methods take granularities from them)."""
+        return self
+
+    def _absorb(
+        self,
+        agg: Aggregator | None,
+        item: Any,
+        engine: str,
+        header: Mapping[str, Any] | None,
+        opts: dict[str, Any],
+    ) -> Aggregator:
+        from ..engines.ldp import aggregate_reports, read_header
+
+        if isinstance(item, str | Path) and Path(item).suffix.lower() in (
+            ".jsonl",
+            ".json",
+            ".ndjson",
+        ):
+            item = Reports.load(item)
+        if isinstance(item, Reports):
+            hdr: dict[str, Any] | None = item.header()
+            malformed = item.malformed
+        else:
+            hdr = read_header(item)
+            malformed = 0
+        if header is not None:
+            given = _check_header(dict(header))
+            if hdr is not None and json.loads(json.dumps(hdr["params"])) != json.loads(
+                json.dumps(given["params"])
+            ):
+                raise ReportError("header= differs from the header the reports carry")
+            hdr = hdr if hdr is not None else given
+        stub = None
+        if hdr is not None:
+            hdr = _check_header(hdr)
+            stub = Reports(
+                str(hdr["protocol"]),
+                int(hdr["version"]),
+                dict(hdr["params"]),
+                {},
+                0,
+                private=bool(hdr.get("private", True)),
+            )
+        if agg is None:
+            proto = self._for_reports(stub) if stub is not None else self
+            agg = proto.aggregator()
+        if stub is not None:
+            agg._check_header(stub)
+        if isinstance(item, Reports):
+            if engine == "numpy" and not opts:
+                return agg.add(item)
+            src: Any = item.columns if engine == "numpy" else item.to_arrow()
+            if item.n == 0:
+                if malformed:
+                    agg.rejected["malformed"] += malformed
+                return agg
+        else:
+            src = item
+        try:
+            state, n_ok, rejected = aggregate_reports(agg.protocol, src, engine=engine, **opts)
+        except EmptyDataError:  # an empty batch / partition set: nothing to absorb
+            state, n_ok, rejected = agg.protocol.empty_state(), 0, Counter()
+        agg.add_partial(state, n_ok, rejected, private=stub.private if stub is not None else True)
+        if malformed:
+            agg.rejected["malformed"] += malformed
+        return agg
+
+    def simulate(
+        self,
+        records: Any,
+        rng: RandomSource | None = None,
+        *,
+        engine: str = "numpy",
+        **engine_options: Any,
+    ) -> Release:
+        """Client and server in one call (experiments): perturb every record (in memory),
+        aggregate on ``engine`` (see :meth:`aggregate`)."""
+        return self.aggregate(self.client(rng).perturb(records), engine=engine, **engine_options)
 
     def assign_groups(self, n: int, rng: RandomSource) -> NDArray[np.int64]:
         """Public, data-independent, balanced assignment of ``n`` users to the method's groups:
