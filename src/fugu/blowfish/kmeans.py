@@ -608,18 +608,21 @@ class _CellRule:
     nblocks: tuple[int, ...] = ()
     block_rep: NDArray[np.float64] | None = None
 
-    def block_ids(self, codes: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Block id of each point from its cell codes (n, d)."""
+    def block_ids(self, codes: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:
+        """Block id of each point from its cell codes, one array per attribute."""
         if self.cell_blocks is not None:
-            return self.cell_blocks[np.ravel_multi_index(tuple(codes.T), self.sizes)]
+            return self.cell_blocks[np.ravel_multi_index(tuple(codes), self.sizes)]
         assert self.attr_blocks is not None
-        per = tuple(p[codes[:, j]] for j, p in enumerate(self.attr_blocks))
+        per = tuple(p[codes[j]] for j, p in enumerate(self.attr_blocks))
         return np.ravel_multi_index(per, self.nblocks).astype(np.int64)
 
     def labels(
-        self, codes: NDArray[np.int64], cols: NDArray[np.float64], centers: NDArray[np.float64]
+        self,
+        codes: Sequence[NDArray[np.int64]],
+        cols: NDArray[np.float64],
+        centers: NDArray[np.float64],
     ) -> NDArray[np.int64]:
-        """Cluster of each point: codes (n, d) and the same points' coordinates as columns."""
+        """Cluster of each point: its codes (per attribute) and its coordinates as columns."""
         if self.block_rep is None:
             return _nearest(cols, centers)
         return _nearest(np.ascontiguousarray(self.block_rep.T), centers)[self.block_ids(codes)]
@@ -656,16 +659,16 @@ def _make_assigner(graph: SecretGraph, grid: KMeansGrid, codes: NDArray[np.int64
     rule = _cell_rule(graph, grid)
     if rule.block_rep is None:
         return _Assigner()
-    return _Assigner(rule.block_ids(codes), rule.block_rep)
+    return _Assigner(rule.block_ids(tuple(codes.T)), rule.block_rep)
 
 
 # -- the per-iteration sums through the engine interface (fugu.engines) ------------------------
 def _batch_codes(
     batch: Mapping[str, Any], grid: KMeansGrid, encoded: bool, clip: bool
-) -> NDArray[np.int64]:
-    """Cell codes (n, d) of one batch: columns already holding codes, or raw coordinates."""
+) -> list[NDArray[np.int64]]:
+    """Cell codes of one batch, one array per attribute: columns holding codes, or coordinates."""
     if encoded:
-        return np.stack([np.asarray(batch[a], dtype=np.int64) for a in grid.names], axis=1)
+        return [np.asarray(batch[a], dtype=np.int64) for a in grid.names]
     cols = []
     for a in grid.names:
         v = batch[a]
@@ -687,7 +690,7 @@ def _batch_codes(
             f"{rows.size} points have NaN, missing or infinite coordinates (first in column "
             f"{col!r}); impute or remove them (fugu never drops them silently)"
         )
-    return grid.encode(arr, clip)
+    return [np.ascontiguousarray(c) for c in grid.encode(arr, clip).T]
 
 
 @dataclass(frozen=True, eq=False)
@@ -699,7 +702,7 @@ class _PointCount:
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, NDArray[np.int64]]:
         codes = _batch_codes(batch, self.grid, False, self.clip)
-        return {"n": np.array([codes.shape[0]], dtype=np.int64)}
+        return {"n": np.array([codes[0].size], dtype=np.int64)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -719,14 +722,16 @@ class _LloydStats:
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, NDArray[np.int64]]:
         codes = _batch_codes(batch, self.grid, self.encoded, self.clip)
-        cols = np.stack([c[codes[:, j]] for j, c in enumerate(self.grid.coords)], axis=0).reshape(
-            self.grid.dim, -1
-        )
-        labels = self.rule.labels(codes, np.ascontiguousarray(cols), self.centers)
+        n = codes[0].size
+        cols = np.empty((self.grid.dim, n))
+        for j, c in enumerate(self.grid.coords):
+            np.take(c, codes[j], out=cols[j])
+        labels = self.rule.labels(codes, cols, self.centers)
         k = self.centers.shape[0]
         out = {"sizes": np.bincount(labels, minlength=k).astype(np.int64)}
         for j, m in enumerate(self.grid.sizes):
-            flat = labels * m + codes[:, j]
+            flat = labels * m
+            flat += codes[j]
             out[f"c{j}"] = np.bincount(flat, minlength=k * m).astype(np.int64).reshape(k, m)
         return out
 
@@ -742,7 +747,8 @@ class _Inertia:
 
     def __call__(self, batch: Mapping[str, Any]) -> NDArray[np.float64]:
         codes = _batch_codes(batch, self.grid, self.encoded, self.clip)
-        return np.array([kmeans_objective(self.grid.to_points(codes), self.centers)])
+        pts = np.stack([c[codes[j]] for j, c in enumerate(self.grid.coords)], axis=1)
+        return np.array([kmeans_objective(pts, self.centers)])
 
 
 def cluster_stats(
@@ -1230,7 +1236,7 @@ class KMeans:
         if kind == "memory":
             points, codes = self._points(X, grid)
             n = points.shape[0]
-            data: Any = {a: codes[:, j] for j, a in enumerate(grid.names)}
+            data: Any = {a: np.ascontiguousarray(codes[:, j]) for j, a in enumerate(grid.names)}
         else:
             data = X
             counted = partial_sums_checked(
