@@ -52,16 +52,24 @@ def _unpack(values: Any, width: int) -> tuple[np.ndarray, np.ndarray]:
             return values, np.zeros(len(values), dtype=bool)
         return np.zeros((len(values), width), np.uint8), np.ones(len(values), dtype=bool)
     if type(values).__module__.startswith("pyarrow"):
-        values = values.to_pylist()
-    items = list(values)
+        values = values.to_numpy(zero_copy_only=False)
+    items = values if isinstance(values, np.ndarray) else np.asarray(list(values), dtype=object)
+    n = len(items)
+    try:  # fast path (C-level loops): every value is bytes of the right length
+        lens = np.fromiter(map(len, items), dtype=np.int64, count=n)
+        if np.all(lens == width):
+            raw = b"".join(items)
+            return np.frombuffer(raw, dtype=np.uint8).reshape(n, width), np.zeros(n, dtype=bool)
+    except TypeError:  # a null or a non-bytes value: the careful path below
+        pass
     bad = np.fromiter(
         (not isinstance(v, bytes | bytearray | memoryview) or len(v) != width for v in items),
         dtype=bool,
-        count=len(items),
+        count=n,
     )
     zero = bytes(width)
     raw = b"".join(zero if b else bytes(v) for v, b in zip(items, bad, strict=True))
-    return np.frombuffer(raw, dtype=np.uint8).reshape(len(items), width), bad
+    return np.frombuffer(raw, dtype=np.uint8).reshape(n, width), bad
 
 
 def _scalar(values: Any, spec: str) -> tuple[np.ndarray, np.ndarray]:
