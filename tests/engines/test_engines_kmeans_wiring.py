@@ -164,8 +164,8 @@ def test_full_fit_identical_centres(
     ref, ref_seen = _fit(X, monkeypatch, policy)
     assert ref.engine_ == "numpy" and len(ref_seen) == N_ITER
     fits = {
-        "numpy parquet": _fit(str(parquet), monkeypatch, policy, engine="numpy"),
-        "duckdb parquet (default engine)": _fit(parquet, monkeypatch, policy),
+        "numpy parquet (default engine)": _fit(str(parquet), monkeypatch, policy),
+        "duckdb parquet": _fit(parquet, monkeypatch, policy, engine="duckdb"),
         "duckdb memory": _fit(X, monkeypatch, policy, engine="duckdb"),
         "spark skewed+empty": _fit(layouts["skewed+empty"], monkeypatch, policy),
     }
@@ -179,10 +179,11 @@ def test_full_fit_identical_centres(
         for (s1, q1), (s0, q0) in zip(seen, ref_seen, strict=True):
             assert np.array_equal(s1, s0) and np.array_equal(q1, q0), name
         assert est.guarantee_.epsilon == ref.guarantee_.epsilon
-    assert fits["duckdb parquet (default engine)"][0].engine_ == "duckdb"
+    assert fits["numpy parquet (default engine)"][0].engine_ == "numpy"
+    assert fits["duckdb parquet"][0].engine_ == "duckdb"
     assert fits["spark skewed+empty"][0].engine_ == "spark"
     # labels are not collected from files / clusters; the objective is summed per partition
-    est = fits["duckdb parquet (default engine)"][0]
+    est = fits["duckdb parquet"][0]
     assert est.labels_ is None
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-12)
 
@@ -191,7 +192,11 @@ def test_constructor_engine_and_privacy_unchanged(parquet: Path) -> None:
     """engine= on the constructor; the guarantee (ε, sensitivities) does not depend on it."""
     a = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=5), engine="duckdb").fit(X)
     b = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=5)).fit(str(parquet))
-    assert a.engine_ == "duckdb" and b.engine_ == "duckdb"
+    c = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=5)).fit(
+        None, sql=f"SELECT * FROM '{parquet}' WHERE x >= 0"
+    )
+    assert (a.engine_, b.engine_, c.engine_) == ("duckdb", "numpy", "duckdb")
+    assert np.array_equal(a.cluster_centers_, c.cluster_centers_)
     assert np.array_equal(a.cluster_centers_, b.cluster_centers_)
     assert a.sensitivity_ == b.sensitivity_ and a.guarantee_.epsilon == b.guarantee_.epsilon
     assert "engine" in a.get_params() and a.get_params()["engine"] == "duckdb"

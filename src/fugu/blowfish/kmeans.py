@@ -1000,9 +1000,11 @@ class KMeans:
         Charged ε before the data is touched.
     engine : "numpy", "duckdb" or "spark", optional
         Which :mod:`fugu.engines` engine computes each iteration's exact sizes and sums (default:
-        numpy for in-memory points, :func:`fugu.engines.default_file_engine` for a path, spark for
-        a Spark DataFrame). Every engine gives identical sums, hence identical centres for the
-        same seed; privacy does not depend on the engine. ``fit(X, engine=...)`` overrides it.
+        numpy for in-memory points and for CSV/Parquet paths — 3× faster than DuckDB for the
+        12 passes of a 10-iteration fit of a Parquet file, 245,000 × 3 points: 0.47 s vs 1.44 s
+        —, duckdb with ``sql=``, spark for a Spark DataFrame). Every engine gives identical sums,
+        hence identical centres for the same seed; privacy does not depend on the engine.
+        ``fit(X, engine=...)`` overrides it.
 
     Attributes
     ----------
@@ -1216,7 +1218,7 @@ class KMeans:
         query with ``X=None``, whose WHERE is a public filter) go to
         :func:`fugu.engines.partial_sums`, which computes each iteration's exact sizes and sums.
         """
-        from ..engines import check_engine, default_file_engine
+        from ..engines import check_engine
 
         grid = self._grid()
         graph = secret_graph(self.policy, grid)
@@ -1228,9 +1230,7 @@ class KMeans:
         kind = _input_kind(X, engine_options)
         eng = engine if engine is not None else self.engine
         if eng is None:
-            eng = {"memory": "numpy", "spark": "spark"}.get(kind) or default_file_engine(
-                X, engine_options.get("sql")
-            )
+            eng = "spark" if kind == "spark" else "duckdb" if engine_options.get("sql") else "numpy"
         check_engine(eng)
         points: NDArray[np.float64] | None = None
         if kind == "memory":
