@@ -162,3 +162,25 @@ def test_cli_clip_flag(csv_file) -> None:
     )
     assert code == 0, text
     assert "cluster" in text
+
+
+def test_cli_engine_gives_the_same_centres(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The DuckDB engine streams the file and gives the numpy path's centres exactly."""
+    import json as _json
+
+    import numpy as _np
+
+    from fugu.cli import main
+
+    rng = _np.random.default_rng(0)
+    pts = tmp_path / "pts.csv"
+    rows = zip(rng.integers(0, 40, 800), rng.integers(0, 30, 800), strict=True)
+    pts.write_text("lat,lon\n" + "\n".join(f"{a},{b}" for a, b in rows))
+    outs = []
+    for extra in ([], ["--engine", "duckdb"]):
+        out = tmp_path / f"c{len(extra)}.json"
+        args = ["kmeans", "--data", str(pts), "-c", "lat:0..39,lon:0..29", "--k", "3",
+                "-e", "1", "--seed", "4", "--out", str(out), *extra]
+        assert main(args) == 0
+        outs.append(_json.loads(out.read_text())["centres"])
+    assert outs[0] == outs[1]

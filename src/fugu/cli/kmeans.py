@@ -100,6 +100,12 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--clip", is_flag=True, help="Clip out-of-domain points instead of failing (recorded)."
     )
+    @click.option(
+        "--engine",
+        type=click.Choice(["numpy", "duckdb", "spark"]),
+        help="Counting engine for the per-iteration sums (default: numpy; the file is streamed).",
+    )
+    @click.option("--spark-master", help="Spark master URL for --engine spark.")
     @click.option("--seed", type=int, help="Reproducible, NOT private run.")
     @click.option(
         "--out", type=click.Path(dir_okay=False), help="Write the centres to .csv or .json."
@@ -129,6 +135,8 @@ def register(cli: click.Group) -> None:
         size_fraction: float,
         sensitivity: str,
         clip: bool,
+        engine: str | None,
+        spark_master: str | None,
         seed: int | None,
         out: str | None,
         report_path: str | None,
@@ -139,7 +147,12 @@ def register(cli: click.Group) -> None:
         from ..blowfish.kmeans import KMeans
 
         dom = _domain(columns, domain_file)
-        X = _read_columns(data, list(dom.names))
+        if spark_master and engine != "spark":
+            raise click.UsageError("--spark-master needs --engine spark")
+        engine_options = {"master": spark_master} if spark_master else {}
+        # With an engine the file is counted partition by partition, never loaded whole; the
+        # objective-ratio report needs the points themselves, so it reads them.
+        X: Any = _read_columns(data, list(dom.names)) if engine is None or report_path else None
         km = KMeans(
             k,
             epsilon,
@@ -151,7 +164,10 @@ def register(cli: click.Group) -> None:
             size_fraction=size_fraction,
             sensitivity=sensitivity,
         )
-        km.fit(X)
+        if engine is None:
+            km.fit(X)
+        else:
+            km.fit(data, engine=engine, **engine_options)
         centres = km.cluster_centers_
         names = list(dom.names)
         g = km.guarantee_
