@@ -199,3 +199,25 @@ def test_simulate_writes_the_range_report(tmp_path) -> None:  # type: ignore[no-
     assert code == 0
     html = report.read_text()
     assert html.count("data:image/png;base64,") >= 2 and "HDG" in html.upper()
+
+
+def test_aggregate_on_an_engine_equals_in_memory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import numpy as _np
+
+    from fugu.cli import main
+    from fugu.release import Release
+
+    rng = _np.random.default_rng(1)
+    data = tmp_path / "u.csv"
+    rows = zip(rng.integers(0, 16, 3000), rng.integers(0, 8, 3000), strict=True)
+    data.write_text("x,y\n" + "\n".join(f"{a},{b}" for a, b in rows))
+    reports = tmp_path / "r.parquet"
+    assert main(["ldp", "perturb", "--data", str(data), "-a", "x:0..15,y:0..7", "-m", "hdg",
+                 "-e", "1", "--out", str(reports), "--seed", "3"]) == 0
+    answers = []
+    for extra in ([], ["--engine", "duckdb"], ["--engine", "numpy"]):
+        out = tmp_path / f"rel{len(extra)}{extra[-1] if extra else ''}.npz"
+        assert main(["ldp", "aggregate", str(reports), "--out", str(out), *extra]) == 0
+        rel = Release.load(out)
+        answers.append(rel.answer({"x": (2, 9), "y": (1, 5)}))
+    assert answers[0] == answers[1] == answers[2]

@@ -252,16 +252,43 @@ def register(cli: click.Group) -> None:
     @ldp.command("aggregate")
     @click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
     @click.option("--out", type=click.Path(dir_okay=False), help="Write the release (.npz).")
+    @click.option(
+        "--engine",
+        type=click.Choice(["numpy", "duckdb", "spark"]),
+        help="Stream the report files through this engine instead of loading them whole.",
+    )
+    @click.option("--spark-master", help="Spark master URL for --engine spark.")
     @click.option("--json", "as_json", is_flag=True)
-    def aggregate(reports: tuple[str, ...], out: str | None, as_json: bool) -> None:
+    def aggregate(
+        reports: tuple[str, ...],
+        out: str | None,
+        engine: str | None,
+        spark_master: str | None,
+        as_json: bool,
+    ) -> None:
         """Server side: validate and aggregate REPORTS files (one protocol) into a release."""
         from ..ldp import Reports, protocol_from_header
 
-        batches = [Reports.load(p) for p in reports]
-        proto = protocol_from_header(batches[0].header())
-        agg = proto.aggregator()
-        for b in batches:
-            agg.add(b)
+        if spark_master and engine != "spark":
+            raise click.UsageError("--spark-master needs --engine spark")
+        if engine is None:
+            batches = [Reports.load(p) for p in reports]
+            proto = protocol_from_header(batches[0].header())
+            agg = proto.aggregator()
+            for b in batches:
+                agg.add(b)
+        else:
+            from ..engines.ldp import read_header
+
+            header = read_header(reports[0])
+            if header is None:  # JSON lines carry their header on the first line
+                header = Reports.load(reports[0]).header()
+            proto = protocol_from_header(header)
+            opts = {"master": spark_master} if spark_master else {}
+            agg = proto.aggregator()
+            for p in reports:
+                part = proto.aggregator_for(p, engine=engine, **opts)
+                agg.merge(part)
         rel = agg.estimate()
         info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
         if out:
