@@ -194,8 +194,9 @@ def test_simulate_writes_the_range_report(tmp_path) -> None:  # type: ignore[no-
     from fugu.cli import main
 
     report = tmp_path / "ldp.html"
-    code = main(["ldp", "simulate", "--method", "msw,hdg", "--n", "5000", "--d", "3", "--c", "8",
-                 "--queries", "10", "--seed", "2", "--report", str(report), "--report-epsilons", "1,2"])
+    args = ["ldp", "simulate", "--method", "msw,hdg", "--n", "5000", "--d", "3", "--c", "8"]
+    args += ["--queries", "10", "--seed", "2", "--report", str(report), "--report-epsilons", "1,2"]
+    code = main(args)
     assert code == 0
     html = report.read_text()
     assert html.count("data:image/png;base64,") >= 2 and "HDG" in html.upper()
