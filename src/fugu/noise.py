@@ -393,6 +393,10 @@ def discrete_laplace(
         sorted_key = key[order]
         starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
         ends = np.r_[starts[1:], key.size]
+        if starts.size > _MAX_GROUPS:
+            # Many distinct scales: one vectorised pass with per-element parameters.
+            out[:] = _geometric_elementwise(rng, t, s) - _geometric_elementwise(rng, t, s)
+            return out.reshape(shape)
         groups = [
             (int(t[order[a]]), int(s[order[a]]), order[a:b])
             for a, b in zip(starts, ends, strict=True)
@@ -401,6 +405,51 @@ def discrete_laplace(
         y = _geometric(rng, tg, sg, 2 * idx.size)
         out[idx] = y[: idx.size] - y[idx.size :]  # the difference of two geometrics
     return out.reshape(shape)
+
+
+#: Above this many distinct scales, discrete_laplace samples with per-element parameters.
+_MAX_GROUPS = 32
+
+
+def _bernoulli_exp_neg_elementwise(
+    rng: RandomSource, num: NDArray[np.uint64], den: NDArray[np.uint64]
+) -> NDArray[np.bool_]:
+    """:func:`_bernoulli_exp_neg` with a denominator per element (CKS Algorithm 1)."""
+    alive = rng.below(den) < num  # K = 1
+    k = np.ones(num.size, dtype=_U64)
+    todo = np.flatnonzero(alive)
+    kk = 1
+    while todo.size:
+        kk += 1
+        k[todo] = kk
+        a = rng.below(den[todo] * _U64(kk)) < num[todo]
+        todo = todo[a]
+    return (k & _U64(1)) == _U64(1)
+
+
+def _geometric_elementwise(
+    rng: RandomSource, t: NDArray[np.uint64], s: NDArray[np.uint64]
+) -> NDArray[np.int64]:
+    """Geometric(1 - exp(-s_i/t_i)) for every element i, exactly (CKS 2020, Alg. 2).
+
+    The same construction as :func:`_geometric` with per-element parameters: U_i is drawn by
+    rejection until accepted, V_i counts the successes of Bernoulli(exp(-1)) before a failure.
+    """
+    m = t.size
+    u = np.empty(m, dtype=_U64)
+    todo = np.arange(m)
+    while todo.size:
+        cand = rng.below(t[todo])
+        keep = _bernoulli_exp_neg_elementwise(rng, cand, t[todo])
+        u[todo[keep]] = cand[keep]
+        todo = todo[~keep]
+    v = np.zeros(m, dtype=_U64)
+    live = np.arange(m)
+    while live.size:
+        a = _bernoulli_exp_minus_one(rng, live.size)
+        v[live[a]] += _U64(1)
+        live = live[a]
+    return ((u + t * v) // s).astype(np.int64)
 
 
 def _geometric(rng: RandomSource, t: int, s: int, m: int) -> NDArray[np.int64]:

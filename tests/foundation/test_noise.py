@@ -158,3 +158,19 @@ def test_forked_children_get_their_own_bits() -> None:
     os.waitpid(pid, 0)
     child = np.frombuffer(os.read(r, 32), dtype=np.uint64)
     assert not np.array_equal(child, src.bits64(4))
+
+
+def test_many_distinct_scales_match_the_pmf() -> None:
+    """More distinct scales than groups: the per-element path. 100 scales within 0.04% of 2.0,
+    so the pooled samples follow the pmf at 2.0 (chi-square, false-alarm rate 1e-3); the two
+    halves of a two-scale mixture keep their own variances."""
+    from fugu.noise import _MAX_GROUPS
+
+    scales = 2.0 * (1 + np.arange(100) * 2.0**-18)
+    assert len(np.unique(scales)) > _MAX_GROUPS
+    x = discrete_laplace(np.tile(scales, 2_000), rng=RandomSource(seed=13))
+    assert chi_square_pmf(x, lambda k: discrete_laplace_pmf(k, 2.0)) > ALPHA
+    mixed = np.concatenate([np.linspace(0.5, 0.5001, 50_000), np.linspace(40.0, 40.01, 50_000)])
+    y = discrete_laplace(mixed, rng=RandomSource(seed=14))
+    assert y[:50_000].var() == pytest.approx(float(discrete_laplace_variance(0.5)), rel=0.05)
+    assert y[50_000:].var() == pytest.approx(float(discrete_laplace_variance(40.0)), rel=0.05)
