@@ -44,6 +44,7 @@ MODELS = {
     "blowfish": "Blowfish privacy: ε-indistinguishability of the policy's secret pairs",
     "node-dp": "ε-node differential privacy",
     "edge-dp": "ε-edge differential privacy",
+    "participant-dp": "ε-differential privacy for participants of a relational query",
     "ldp": "ε-local differential privacy (each user randomises their own data)",
 }
 
@@ -132,6 +133,7 @@ def _protected_unit(g: Guarantee) -> str:
         "blowfish": "secret pair of the policy",
         "node-dp": "node (with all its edges)",
         "edge-dp": "edge",
+        "participant-dp": "participant (with every tuple it owns)",
         "ldp": "user's report",
     }[g.model]
 

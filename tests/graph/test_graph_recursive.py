@@ -220,6 +220,8 @@ def test_answer_weights_signed_split_and_errors() -> None:
     ] == pytest.approx(1.0)
     ok = fugu.graph.answer(trips, lambda r: abs(r["km"]), 1.0, rng=fugu.RandomSource(seed=0))
     assert ok.statistic == "weighted sum"
+    assert ok.guarantee.model == rel.guarantee.model == "participant-dp"
+    assert "participant (with every tuple it owns)" in ok.guarantee.describe()
     with pytest.raises(InvalidParameterError):
         trips.compile([1.0, float("inf"), 2.0])
     with pytest.raises(fugu.InvalidTypeError):

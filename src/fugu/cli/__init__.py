@@ -223,7 +223,7 @@ def ledger() -> None:
 @click.option("--total", type=float, required=True, help="Total ε this ledger may spend.")
 @click.option(
     "--model",
-    type=click.Choice(["central-dp", "blowfish", "node-dp", "edge-dp", "ldp"]),
+    type=click.Choice(["central-dp", "blowfish", "node-dp", "edge-dp", "participant-dp", "ldp"]),
     default="central-dp",
     show_default=True,
     help="Privacy model the releases share.",

@@ -447,7 +447,7 @@ def answer(
     if not np.all(np.isfinite(w)):
         raise InvalidParameterError("weights must be finite")
     eps_total, source = start(
-        eps, rng, accountant, f"recursive mechanism: {label}", model="node-dp"
+        eps, rng, accountant, f"recursive mechanism: {label}", model="participant-dp"
     )
     if not split_signed:
         params = RecursiveParameters.make(
@@ -455,7 +455,7 @@ def answer(
         )
         ann = krelation.compile(w)
         x_hat, dh, scale, _ = recursive_mechanism(ann, params, source, progress=progress)
-        g = _guarantee("node-dp", params, source, label, NEIGHBOURS_RELATION)
+        g = _guarantee("participant-dp", params, source, label, NEIGHBOURS_RELATION)
         return CountRelease(g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=label)
     if not (0 < signed_share < 1):
         raise InvalidParameterError(f"signed_share must be in (0, 1), got {signed_share!r}")
@@ -469,7 +469,7 @@ def answer(
     (xp, dhp, sp_, _), pp = parts[0]
     (xn, dhn, sn, _), pn = parts[1]
     g = guarantee(
-        model="node-dp",
+        model="participant-dp",
         epsilon=eps_total,
         neighbours=NEIGHBOURS_RELATION,
         mechanism="recursive (signed split)",
