@@ -303,20 +303,34 @@ def default_source(rng: RandomSource | None = None) -> RandomSource:
 
 
 # -- exact samplers (Canonne, Kamath, Steinke 2020) -----------------------------------------
-def _bernoulli_exp_neg(rng: RandomSource, num: NDArray[np.uint64], den: int) -> NDArray[np.bool_]:
+def _bernoulli_exp_neg(
+    rng: RandomSource, num: NDArray[np.uint64], den: int | NDArray[np.uint64]
+) -> NDArray[np.bool_]:
     """Exact Bernoulli(exp(-num/den)) for 0 <= num <= den (CKS Algorithm 1, gamma in [0, 1]).
 
     Draw A_K ~ Bernoulli(gamma / K) for K = 1, 2, ... until the first failure; the result is 1
-    when that K is odd (P = sum_j (-gamma)^j / j! = exp(-gamma)).
+    when that K is odd (P = sum_j (-gamma)^j / j! = exp(-gamma)). ``den`` is one integer (the
+    fast path: one rejection bound per round) or an array with one denominator per element.
     """
-    alive = rng.below_scalar(den, num.size) < num  # K = 1
+    if isinstance(den, np.ndarray):
+        per_element = den
+
+        def draw(todo: NDArray[np.intp], kk: int) -> NDArray[np.uint64]:
+            return rng.below(per_element[todo] * _U64(kk))
+
+    else:
+        scalar = int(den)
+
+        def draw(todo: NDArray[np.intp], kk: int) -> NDArray[np.uint64]:
+            return rng.below_scalar(scalar * kk, todo.size)
+
     k = np.ones(num.size, dtype=_U64)
-    todo = np.flatnonzero(alive)
-    kk = 1
+    todo = np.arange(num.size)
+    kk = 0
     while todo.size:
         kk += 1
         k[todo] = kk
-        a = rng.below_scalar(den * kk, todo.size) < num[todo]
+        a = draw(todo, kk) < num[todo]
         todo = todo[a]
     return (k & _U64(1)) == _U64(1)
 
@@ -411,22 +425,6 @@ def discrete_laplace(
 _MAX_GROUPS = 32
 
 
-def _bernoulli_exp_neg_elementwise(
-    rng: RandomSource, num: NDArray[np.uint64], den: NDArray[np.uint64]
-) -> NDArray[np.bool_]:
-    """:func:`_bernoulli_exp_neg` with a denominator per element (CKS Algorithm 1)."""
-    alive = rng.below(den) < num  # K = 1
-    k = np.ones(num.size, dtype=_U64)
-    todo = np.flatnonzero(alive)
-    kk = 1
-    while todo.size:
-        kk += 1
-        k[todo] = kk
-        a = rng.below(den[todo] * _U64(kk)) < num[todo]
-        todo = todo[a]
-    return (k & _U64(1)) == _U64(1)
-
-
 def _geometric_elementwise(
     rng: RandomSource, t: NDArray[np.uint64], s: NDArray[np.uint64]
 ) -> NDArray[np.int64]:
@@ -440,7 +438,7 @@ def _geometric_elementwise(
     todo = np.arange(m)
     while todo.size:
         cand = rng.below(t[todo])
-        keep = _bernoulli_exp_neg_elementwise(rng, cand, t[todo])
+        keep = _bernoulli_exp_neg(rng, cand, t[todo])
         u[todo[keep]] = cand[keep]
         todo = todo[~keep]
     v = np.zeros(m, dtype=_U64)
