@@ -7,7 +7,8 @@
 * :func:`general_recursive` — the exact exponential-time mechanism for any monotone query on tiny
   inputs;
 * baselines: :func:`laplace_count` (global sensitivity: edge DP, or node DP with a public degree
-  bound);
+  bound) and :func:`smooth_triangle_count` (triangles, edge DP, smooth sensitivity of Nissim,
+  Raskhodnikova and Smith 2007);
 * :func:`read_edge_list` — SNAP-style edge lists.
 
 Source: Chen and Zhou, "Recursive Mechanism: Towards Node Differential Privacy and Unrestricted
@@ -27,6 +28,7 @@ from .recursive import (
     general_recursive,
     recursive_mechanism,
 )
+from .smooth import smooth_triangle_count
 
 __all__ = [
     "PATTERNS",
@@ -45,4 +47,5 @@ __all__ = [
     "pattern_relation",
     "read_edge_list",
     "recursive_mechanism",
+    "smooth_triangle_count",
 ]
