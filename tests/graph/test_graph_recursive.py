@@ -12,8 +12,9 @@ from graph_helpers import node_annotations, random_graph, t1_graph, t2_graph
 
 import fugu
 from fugu.errors import InvalidParameterError
-from fugu.graph import KRelation, RecursiveParameters, count, general_recursive
+from fugu.graph import Annotations, KRelation, RecursiveParameters, count, general_recursive
 from fugu.graph.lp import LPModel
+from fugu.graph.patterns import annotations_of, enumerate_pattern
 from fugu.graph.recursive import exact_sequences, find_j, subset_values, x_value
 
 PARAMS = RecursiveParameters.make(1.0, beta=0.2, theta=1.0)
@@ -258,3 +259,58 @@ def test_reused_model_gives_the_same_release() -> None:
         fresh = recursive_mechanism(ann, params, fugu.RandomSource(seed=seed))
         reused = recursive_mechanism(ann, params, fugu.RandomSource(seed=seed), model=model)
         assert fresh[:3] == reused[:3]
+
+
+def _common_friend_annotations(seed: int) -> Annotations:
+    """∨-annotations (pairs of friends with a common friend, node privacy) on a random graph."""
+    G = random_graph(seed, n=8, p=0.55)
+    rows = [{"x": a, "y": b} for a, b in G.edges] + [{"x": b, "y": a} for a, b in G.edges]
+    E = KRelation.from_records(rows, owners=["x", "y"])
+    common = (
+        E.rename({"x": "u", "y": "w"})
+        .join(E.rename({"x": "v", "y": "w"}))
+        .join(E.rename({"x": "u", "y": "v"}))
+        .project(["u", "v"])
+    )
+    return common.compile()
+
+
+def _small_cases() -> list[Annotations]:
+    cases = [node_annotations(random_graph(s, n=8, p=0.6)) for s in range(3)]
+    cases.append(annotations_of(enumerate_pattern(random_graph(7, n=7, p=0.6), "2-star"), "edge"))
+    cases += [_common_friend_annotations(s) for s in range(2)]
+    return [a for a in cases if a.n_tuples]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_clarabel_and_highs_give_the_same_h_g_and_x(case: int) -> None:
+    """The default solver (Clarabel) and HiGHS solve the same programs (∧ and ∨ annotations)."""
+    ann = _small_cases()[case]
+    fast, ref = LPModel(ann, method="clarabel"), LPModel(ann, method="highs-ipm")
+    n = ann.n_participants
+    for i in range(n + 1):
+        assert fast.h_value(i) == pytest.approx(ref.h_value(i), abs=1e-6)
+        assert fast.g_value(i) == pytest.approx(ref.g_value(i), abs=1e-6)
+        # certified H: the bound pair from Clarabel's primal point and multipliers is tight
+        assert fast.h_value(i, 1e-6) == pytest.approx(ref.h_value(i), abs=1e-6)
+    for dh in (0.3, 1.0, 2.5):
+        assert x_value(fast, dh)[0] == pytest.approx(x_value(ref, dh)[0], abs=1e-6)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_g_at_most_answers_like_the_full_g_program(case: int) -> None:
+    """The reduced program behind the search for j gives the same yes/no as G_i ≤ cap."""
+    ann = _small_cases()[case]
+    m = LPModel(ann)
+    ref = LPModel(ann, method="highs-ipm")  # separate cache: g_at_most must not read G values
+    rng = np.random.default_rng(case)
+    decided = 0
+    for i in range(1, ann.n_participants):
+        g = ref.g_value(i)
+        caps = [g * 0.9, g * 1.1, g - 0.05, g + 0.05, *rng.uniform(0, 2 * g + 1, 3)]
+        for cap in caps:
+            if cap < 0 or abs(cap - g) < 1e-6:
+                continue
+            assert m.g_at_most(i, cap) == (g <= cap), (i, cap, g)
+            decided += 1
+    assert decided > 10

@@ -30,9 +30,11 @@ from scipy.optimize import linprog
 from ..errors import FuguError
 from .krelation import Annotations
 
-__all__ = ["LPModel", "SolverError"]
+__all__ = ["LPModel", "LPResult", "SolverError"]
 
-METHODS = ("highs-ipm", "highs-ds", "highs")
+METHODS = ("clarabel", "highs-ipm", "highs-ds", "highs")
+#: Clarabel's gap and feasibility tolerances (its defaults are 1e-8 as well).
+CLARABEL_TOLERANCE = 1e-8
 
 
 class SolverError(FuguError, RuntimeError):
@@ -53,7 +55,7 @@ class LPModel:
         self,
         ann: Annotations,
         *,
-        method: str = "highs-ipm",
+        method: str = "clarabel",
         g_method: str | None = None,
         progress: Callable[[str], None] | None = None,
         time_limit: float | None = None,
@@ -120,6 +122,13 @@ class LPModel:
             rhs.append(np.zeros(r.size))
             n_rows += r.size
         self.n_base_rows = n_rows
+        # the tuple every base row belongs to (rows of one tuple only involve its own columns)
+        row_tuple: list[NDArray[np.int64]] = []
+        if mc.size:
+            row_tuple.append(ann.clause_tuple()[mc])
+        if clauses_in_or.size:
+            row_tuple.append(owner_t)
+        self.row_tuple = np.concatenate(row_tuple) if row_tuple else np.zeros(0, np.int64)
         self.base = (
             np.concatenate(rows) if rows else np.zeros(0, np.int64),
             np.concatenate(cols) if cols else np.zeros(0, np.int64),
@@ -187,29 +196,18 @@ class LPModel:
         b_eq: NDArray[np.float64] | None,
         bounds: NDArray[np.float64],
         method: str,
-    ) -> object:
+    ) -> LPResult:
         if self.progress is not None:
             self.progress(label)
         t0 = time.perf_counter()
-        res = linprog(
-            c,
-            A_ub=a if a.shape[0] else None,
-            b_ub=b if a.shape[0] else None,
-            A_eq=a_eq,
-            b_eq=b_eq,
-            bounds=bounds,
-            method=method,
-            options={} if self.time_limit is None else {"time_limit": float(self.time_limit)},
-        )
+        solver = _solve_clarabel if method == "clarabel" else _solve_highs
+        res = solver(c, a, b, a_eq, b_eq, bounds, method, self.time_limit)
         dt = time.perf_counter() - t0
         self.stats.n_solves += 1
         self.stats.seconds += dt
         self.stats.per_lp.append((label, dt))
-        if res.status != 0:
-            raise SolverError(
-                f"the {label} linear program did not solve "
-                f"({method}: status {res.status}, {res.message})"
-            )
+        if not res.ok:
+            raise SolverError(f"the {label} linear program did not solve ({method}: {res.message})")
         return res
 
     def h_value(self, i: int, tau: float = math.inf) -> float:
@@ -238,8 +236,8 @@ class LPModel:
                 method,
             )
             if not math.isfinite(tau):
-                return float(res.fun)  # type: ignore[attr-defined]
-            upper = self._upper(res.x[: self.n_f], float(i))  # type: ignore[attr-defined]
+                return res.fun
+            upper = self._upper(res.x[: self.n_f], float(i))
             lower = self._lower(
                 res, self.c_h, self.a_h, self.base_rhs, float(i), self._bounds(False)
             )
@@ -274,8 +272,64 @@ class LPModel:
             self._bounds(True),
             self.g_method,
         )
-        self._g_cache[i] = 2.0 * float(res.fun)  # type: ignore[attr-defined]
+        self._g_cache[i] = 2.0 * res.fun
         return self._g_cache[i]
+
+    def g_at_most(self, i: int, cap: float) -> bool:
+        """Whether G_i ≤ cap, by a smaller program than :meth:`g_value` (same answer).
+
+        A participant whose load at f ≡ 1 (its impact Σ_t q(t) S_{R(t),p}) is at most cap/2 can
+        never push max_p above cap/2 (φ is monotone, so loads only fall as f falls): its row is
+        left out. Tuples that involve no remaining participant then constrain nothing and are left
+        out too, and the participants that occur only in those tuples keep one pooled slack:
+        ``Σ_{kept} f_p ≥ i − (number left out)`` (G is nondecreasing in f, so "≥" and "=" give
+        the same minimum). The minimum of this program is ≤ cap/2 exactly when G_i ≤ cap.
+        """
+        n = self.n_f
+        if i <= 0:
+            return cap >= 0.0
+        if i >= n:
+            return self.g_value(n) <= cap
+        if i in self._g_cache:
+            return self._g_cache[i] <= cap
+        hot = self.ann.impact() > cap / 2.0
+        if not hot.any():
+            return True
+        a = self.a_g
+        assert self._g_rhs is not None
+        t, p = self.ann.incidence()
+        keep_t = np.zeros(self.ann.n_tuples, bool)
+        keep_t[t[hot[p]]] = True
+        used = np.unique(p)
+        rows = np.concatenate(
+            [
+                np.flatnonzero(keep_t[self.row_tuple]),
+                self.n_base_rows + np.flatnonzero(hot[used]),
+            ]
+        )
+        sub = a[rows]
+        cols = np.unique(sub.indices)
+        sub = sub[:, cols]
+        is_f = cols < self.n_f
+        f_cols = np.flatnonzero(is_f)
+        n_left_out = n - f_cols.size
+        pool = sp.csr_array(
+            (-np.ones(f_cols.size), (np.zeros(f_cols.size, np.int64), f_cols)),
+            shape=(1, cols.size),
+        )
+        c = np.zeros(cols.size)
+        c[-1] = 1.0  # w is the last column of a_g, and every hot row holds it
+        res = self._solve(
+            f"G[{i}]≤{cap:.4g}",
+            c,
+            sp.vstack([sub, pool]).tocsr(),
+            np.concatenate([self._g_rhs[rows], [float(n_left_out - i)]]),
+            None,
+            None,
+            self._bounds(True)[cols],
+            self.g_method,
+        )
+        return 2.0 * res.fun <= cap
 
     def x_argmin(self, delta_hat: float) -> float:
         """The real minimiser i' = Σ_p f_p of the X program (eq. 20)."""
@@ -284,7 +338,7 @@ class LPModel:
         res = self._solve(
             "X", c, self.a_h, self.base_rhs, None, None, self._bounds(False), self.method
         )
-        return float(np.clip(res.x[: self.n_f], 0, 1).sum())  # type: ignore[attr-defined]
+        return float(np.clip(res.x[: self.n_f], 0, 1).sum())
 
     # -- certification ---------------------------------------------------------------------------
     def _upper(self, f: NDArray[np.float64], i: float) -> float:
@@ -301,7 +355,7 @@ class LPModel:
 
     def _lower(
         self,
-        res: object,
+        res: LPResult,
         c: NDArray[np.float64],
         a: sp.csr_array,
         b: NDArray[np.float64],
@@ -309,10 +363,107 @@ class LPModel:
         bounds: NDArray[np.float64],
     ) -> float:
         """Weak-duality lower bound from the solver's multipliers (valid for any multipliers)."""
-        y = np.minimum(np.asarray(res.ineqlin.marginals, dtype=np.float64), 0.0)  # type: ignore[attr-defined]
-        y_eq = float(np.asarray(res.eqlin.marginals, dtype=np.float64)[0])  # type: ignore[attr-defined]
+        y = np.minimum(res.y_ub, 0.0)
+        y_eq = float(res.y_eq[0])
         d = c - a.T @ y
         d[: self.n_f] -= y_eq
         lb, ub = bounds[:, 0], bounds[:, 1]
         box = np.where(d >= 0, d * lb, d * ub).sum()
         return float(b @ y + y_eq * i + box)
+
+
+@dataclass
+class LPResult:
+    """One solve, in scipy's sign conventions whatever the backend.
+
+    ``y_ub`` (≤ 0) and ``y_eq`` are the multipliers of the inequality and equality rows
+    (∂ optimum / ∂ right-hand side), as ``linprog``'s ``marginals``.
+    """
+
+    ok: bool
+    message: str
+    x: NDArray[np.float64]
+    fun: float
+    y_ub: NDArray[np.float64]
+    y_eq: NDArray[np.float64]
+
+
+def _solve_highs(
+    c: NDArray[np.float64],
+    a: sp.csr_array,
+    b: NDArray[np.float64],
+    a_eq: sp.csr_array | None,
+    b_eq: NDArray[np.float64] | None,
+    bounds: NDArray[np.float64],
+    method: str,
+    time_limit: float | None,
+) -> LPResult:
+    res = linprog(
+        c,
+        A_ub=a if a.shape[0] else None,
+        b_ub=b if a.shape[0] else None,
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=bounds,
+        method=method,
+        options={} if time_limit is None else {"time_limit": float(time_limit)},
+    )
+    if res.status != 0:
+        return LPResult(False, f"status {res.status}, {res.message}", c, math.nan, b, b)
+    y_ub = np.asarray(res.ineqlin.marginals, np.float64) if a.shape[0] else np.zeros(0)
+    y_eq = np.asarray(res.eqlin.marginals, np.float64) if a_eq is not None else np.zeros(0)
+    return LPResult(True, "optimal", np.asarray(res.x), float(res.fun), y_ub, y_eq)
+
+
+def _solve_clarabel(
+    c: NDArray[np.float64],
+    a: sp.csr_array,
+    b: NDArray[np.float64],
+    a_eq: sp.csr_array | None,
+    b_eq: NDArray[np.float64] | None,
+    bounds: NDArray[np.float64],
+    method: str,
+    time_limit: float | None,
+) -> LPResult:
+    """Clarabel's interior point on ``A_eq x = b_eq, A x ≤ b, lb ≤ x ≤ ub`` (all bounds finite).
+
+    Clarabel factorises the sparse KKT system directly, so it is not slowed down by the dense
+    normal equations that many overlapping occurrences (a large clique) create.
+    """
+    import clarabel
+
+    n = c.size
+    n_eq = 0 if a_eq is None else a_eq.shape[0]
+    eye = sp.identity(n, format="csr")
+    blocks = ([a_eq] if a_eq is not None else []) + [a, -eye, eye]
+    rhs = ([b_eq] if b_eq is not None else []) + [b, -bounds[:, 0], bounds[:, 1]]
+    cones = ([clarabel.ZeroConeT(n_eq)] if n_eq else []) + [
+        clarabel.NonnegativeConeT(a.shape[0] + 2 * n)
+    ]
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    for name in ("tol_gap_abs", "tol_gap_rel", "tol_feas"):
+        setattr(settings, name, CLARABEL_TOLERANCE)
+    if time_limit is not None:
+        settings.time_limit = float(time_limit)
+    solver = clarabel.DefaultSolver(
+        sp.csc_matrix((n, n)),
+        np.asarray(c, np.float64),
+        sp.csc_matrix(sp.vstack(blocks)),
+        np.concatenate(rhs).astype(np.float64),
+        cones,
+        settings,
+    )
+    sol = solver.solve()
+    status = str(sol.status)
+    if status != "Solved":
+        return LPResult(False, f"status {status}", c, math.nan, b, b)
+    z = np.asarray(sol.z, np.float64)
+    return LPResult(
+        True,
+        "optimal",
+        np.asarray(sol.x, np.float64),
+        float(sol.obj_val),
+        -z[n_eq : n_eq + a.shape[0]],
+        -z[:n_eq],
+    )

@@ -243,7 +243,7 @@ def find_j(model: LPModel, params: RecursiveParameters) -> tuple[int, float]:
     hi = min(n, math.ceil(math.log(g_top / theta) / beta) + 1)
 
     def ok(j: int) -> bool:
-        return j >= n or model.g_value(n - j) <= theta * math.exp(j * beta)
+        return j >= n or model.g_at_most(n - j, theta * math.exp(j * beta))
 
     lo = 1
     while lo < hi:
@@ -287,7 +287,7 @@ def recursive_mechanism(
     params: RecursiveParameters,
     rng: RandomSource,
     *,
-    method: str = "highs-ipm",
+    method: str = "clarabel",
     g_method: str | None = None,
     progress: bool | Callable[[str], None] = False,
     lp_time_limit: float | None = None,
@@ -684,7 +684,7 @@ def count(
     induced: bool = False,
     accountant: Accountant | None = None,
     progress: bool | Callable[[str], None] = False,
-    method: str = "highs-ipm",
+    method: str = "clarabel",
     lp_time_limit: float | None = None,
     trace: list[Trace] | None = None,
 ) -> CountRelease:
@@ -725,7 +725,7 @@ def count(
     progress : bool
         Show a progress display (stderr) while the LPs run.
     method, lp_time_limit :
-        LP method (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``) and a per-LP time limit in seconds
+        LP solver: ``"clarabel"`` (default; interior point on the sparse KKT system) or HiGHS through scipy (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``) and a per-LP time limit in seconds
         (a run that hits it raises :class:`fugu.graph.lp.SolverError`; nothing is released).
     trace : list, optional
         If given, the private :class:`Trace` of the run is appended (tests and benchmarks only).
