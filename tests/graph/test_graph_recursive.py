@@ -116,24 +116,30 @@ def _withdraw_keep_universe(ann, p):
     return Annotations.conjunctions(vars_, None, ann.n_participants - 1)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_lemma7_x_sensitivity_on_neighbours(seed: int) -> None:
-    """|X(D1) − X(D2)| <= Δ̂ for every single-node withdrawal and several fixed Δ̂ (Lemma 7)."""
-    G = random_graph(100 + seed, n=7, p=0.6)
-    ann = node_annotations(G, "triangle")
+@pytest.mark.parametrize("rule", ["integer", "relaxed"])
+@pytest.mark.parametrize("seed", range(4))
+def test_lemma7_x_sensitivity_on_neighbours(seed: int, rule: str) -> None:
+    """|X(D1) − X(D2)| <= Δ̂ for every single-node withdrawal and several fixed Δ̂ (Lemma 7),
+    for eq. 12 (integer i) and for fugu's default minimum over real i."""
+    G = random_graph(100 + seed, n=8, p=0.6)
+    ann = node_annotations(G, "triangle" if seed % 2 else "2-star")
     m = LPModel(ann)
-    for p in range(ann.n_participants):
+    n = ann.n_participants
+    tau = 1e-6
+    for p in range(n):
         m1 = LPModel(_withdraw_keep_universe(ann, p))
-        for dh in (0.4, 2.0):
-            x2, _ = x_value(m, dh, tau=1e-6)
-            x1, _ = x_value(m1, dh, tau=1e-6)
-            assert abs(x2 - x1) <= dh + 1e-6
-            # and X is the exact min over i of H_i + (|P|-i)Δ̂
-            n = ann.n_participants
+        for dh in (0.4, 1.0, 2.0, 3.3):
+            x2, _ = x_value(m, dh, tau, rule)
+            x1, _ = x_value(m1, dh, tau, rule)
+            assert abs(x2 - x1) <= dh + tau, (p, dh, x1, x2)
             if p:
                 continue
+            # integer: the exact min over i of H_i + (|P|-i)Δ̂; relaxed: at most Δ̂ below it
             brute = min(m.h_value(i) + (n - i) * dh for i in range(n + 1))
-            assert x2 == pytest.approx(brute, abs=1e-6)
+            if rule == "integer":
+                assert x2 == pytest.approx(brute, abs=1e-6)
+            else:
+                assert brute - dh - 1e-6 <= x2 <= brute + tau
 
 
 def test_x_is_a_lower_bound_and_exact_for_large_delta_hat() -> None:

@@ -340,6 +340,36 @@ class LPModel:
         )
         return float(np.clip(res.x[: self.n_f], 0, 1).sum())
 
+    def x_relaxed(self, delta_hat: float, tau: float = math.inf) -> tuple[float, float]:
+        """min over f ∈ [0,1]^P of Σ_t q(t) φ_t(f) + (|P| − |f|) Δ̂, and |f| at the optimum.
+
+        Certified to within ``tau`` when finite: every f in the box is feasible, so φ evaluated
+        exactly at the solver's (clipped) f is an upper bound, and weak duality a lower bound.
+        """
+        n = self.n_f
+        c = self.c_h.copy()
+        c[:n] -= delta_hat
+        last: tuple[float, float] = (0.0, 0.0)
+        for method in dict.fromkeys((self.method, "highs-ds")):
+            res = self._solve(
+                "X", c, self.a_h, self.base_rhs, None, None, self._bounds(False), method
+            )
+            f = np.clip(res.x[:n], 0.0, 1.0)
+            if not math.isfinite(tau):
+                return res.fun + n * delta_hat, float(f.sum())
+            upper = float(self.ann.weights @ self.ann.evaluate(f)) + (n - f.sum()) * delta_hat
+            lower = (
+                self._lower(res, c, self.a_h, self.base_rhs, 0.0, self._bounds(False))
+                + n * delta_hat
+            )
+            last = (lower, upper)
+            if upper - lower <= tau:
+                return upper, float(f.sum())
+        raise SolverError(
+            f"X could not be certified to the tolerance {tau:g} "
+            f"(bounds {last[0]:.9g} .. {last[1]:.9g}); raise tolerance="
+        )
+
     # -- certification ---------------------------------------------------------------------------
     def _upper(self, f: NDArray[np.float64], i: float) -> float:
         """Σ_t q(t) φ_t(f') at a point f' with |f'| = i exactly (an upper bound on H_i)."""
@@ -364,9 +394,10 @@ class LPModel:
     ) -> float:
         """Weak-duality lower bound from the solver's multipliers (valid for any multipliers)."""
         y = np.minimum(res.y_ub, 0.0)
-        y_eq = float(res.y_eq[0])
+        y_eq = float(res.y_eq[0]) if res.y_eq.size else 0.0
         d = c - a.T @ y
-        d[: self.n_f] -= y_eq
+        if res.y_eq.size:
+            d[: self.n_f] -= y_eq
         lb, ub = bounds[:, 0], bounds[:, 1]
         box = np.where(d >= 0, d * lb, d * ub).sum()
         return float(b @ y + y_eq * i + box)

@@ -13,12 +13,16 @@ sensitivity instead (spec ``recursive_mechanism.md`` Secs. 3 and 5):
 1. Δ = min{θ e^{iβ} : G_{|P|−i} ≤ θ e^{iβ}} (eq. 11); ln Δ has global sensitivity β (Lemma 1).
 2. Δ̂ = e^{μ+Y} Δ with Y ~ Lap(β/ε1): ε1-DP (Lemma 4).
 3. X = min_i H_i + (|P|−i) Δ̂ (eq. 12): global sensitivity ≤ Δ̂ for any fixed Δ̂ (Lemma 7).
+   fugu minimises over real i by default (one linear program instead of three; the same
+   sensitivity bound holds, derivation in :func:`x_value`; ``x_rule="integer"`` is eq. 12).
 4. X̂ = X + Lap(Δ̂/ε2): ε2-DP given Δ̂. Total ε = ε1 + ε2 (Theorem 1).
 
 H and G are the φ-relaxed sequences of Sec. 5 (eqs. 16 and 19): H_i is the least answer when only
 "i participants' worth" of fractional presence is kept; G is a 2-bounding sequence of H built
-from the φ-sensitivities. Both come from linear programs (:mod:`fugu.graph.lp`, HiGHS interior
-point). Expected error (Theorem 1 with g = 2): with probability ≥ 1 − e^{−με1/β} − e^{−c},
+from the φ-sensitivities. Both come from linear programs (:mod:`fugu.graph.lp`: Clarabel's
+interior point by default, HiGHS on request); j is found by binary search on "G_{|P|−j} ≤ θe^{jβ}",
+each step a reduced program with the same yes/no answer (:meth:`LPModel.g_at_most`).
+Expected error (Theorem 1 with g = 2): with probability ≥ 1 − e^{−με1/β} − e^{−c},
 ``|X̂ − q| ≤ e^{2μ} Δ* c/ε2 + 2 ⌈ln(Δ*/θ)/β⌉ G_{|P|}``, Δ* = max(θ, e^β G_{|P|}); for subgraph
 counts G_{|P|} = 2 × (largest number of occurrences one participant is in), so the error is
 about that local empirical sensitivity times a log factor over ε. X is a *lower* bound of the
@@ -26,7 +30,7 @@ answer (downward bias), so the release is biased low by design.
 
 Noise: Y and Z come from fugu's exact discrete Laplace sampler on a fine public grid
 (:func:`fugu.noise.grid_laplace`), never floating-point Laplace. Solver tolerance (spec 8.1(6)):
-the H values entering X are certified to within τ = ``tolerance · Δ̂`` by a primal point and a
+the values entering X are certified to within τ = ``tolerance · Δ̂`` by a primal point and a
 dual bound, and Z has scale (Δ̂ + 2τ)/ε2, so ``|X̃(D1) − X̃(D2)| ≤ Δ̂ + 2τ`` still holds. The choice
 of j in step 1 uses solver values of G; near-ties there are a residual risk the paper does not
 cover (documented, not fixed).
@@ -67,6 +71,8 @@ SOURCE = "Chen & Zhou, Recursive Mechanism (SIGMOD 2013; arXiv 1304.4795), Thm. 
 #: Public clamp on ln Δ̂ (post-processing of the ε1-DP Δ̂): Δ̂ ∈ [θ·e^-30, 1e15].
 LN_DELTA_HAT_MAX = math.log(1e15)
 LN_DELTA_HAT_BELOW_THETA = 30.0
+#: How X is computed: "relaxed" = min over real i (one program), "integer" = eq. 12 (three).
+X_RULES = ("relaxed", "integer")
 
 
 # -- parameters ---------------------------------------------------------------------------------
@@ -76,6 +82,11 @@ class RecursiveParameters:
 
     Defaults follow the paper's experiments (Sec. 6.1): θ = 1, β = ε/5, μ = 1 under node privacy
     and 0.5 under edge privacy, and the ε1/ε2 split that the paper does not state, read as ε/2 each.
+    ``tolerance`` is the solver tolerance τ as a fraction of Δ̂ (the noise scale grows by 2τ).
+    ``x_rule``: ``"relaxed"`` (default) takes X = min over *real* i ∈ [0, |P|] of
+    H_i + (|P| − i)Δ̂, which is the optimum of one linear program; ``"integer"`` is the paper's
+    eq. 12 (the same program, then H at the two neighbouring integers). Both have sensitivity ≤ Δ̂
+    (see :func:`x_value`); the relaxed X is at most Δ̂ lower.
     """
 
     epsilon1: float
@@ -84,6 +95,7 @@ class RecursiveParameters:
     theta: float
     mu: float
     tolerance: float
+    x_rule: str = "relaxed"
 
     @classmethod
     def make(
@@ -95,8 +107,14 @@ class RecursiveParameters:
         mu: float = 1.0,
         split: float = 0.5,
         tolerance: float = 0.01,
+        x_rule: str = "relaxed",
     ) -> RecursiveParameters:
         eps = check_epsilon(epsilon)
+        if x_rule not in X_RULES:
+            raise InvalidParameterError(
+                f"x_rule must be one of {X_RULES}, got {x_rule!r} ('relaxed' solves one program, "
+                "'integer' is eq. 12 of the paper)"
+            )
         if not (0 < split < 1):
             raise InvalidParameterError(
                 f"split (the share of epsilon spent on Δ̂) must be in (0, 1), got {split!r}"
@@ -110,7 +128,13 @@ class RecursiveParameters:
                 f"tolerance must be in [0, 1] (a fraction of Δ̂), got {tolerance!r}"
             )
         return cls(
-            eps * split, eps * (1 - split), float(b), float(theta), float(mu), float(tolerance)
+            eps * split,
+            eps * (1 - split),
+            float(b),
+            float(theta),
+            float(mu),
+            float(tolerance),
+            x_rule,
         )
 
     @property
@@ -132,7 +156,7 @@ class Trace:
     delta: float
     delta_hat: float
     x: float
-    i_star: int
+    i_star: float
     n_lps: int
     lp_seconds: float
     lp_times: list[tuple[str, float]]
@@ -255,17 +279,39 @@ def find_j(model: LPModel, params: RecursiveParameters) -> tuple[int, float]:
     return lo, g_top
 
 
-def x_value(model: LPModel, delta_hat: float, tau: float = math.inf) -> tuple[float, int]:
-    """X = min_i H_i + (|P| − i) Δ̂ (eq. 12) by the X program plus two H programs (spec 5.6)."""
+def x_value(
+    model: LPModel, delta_hat: float, tau: float = math.inf, rule: str = "integer"
+) -> tuple[float, float]:
+    """X of step 3 and where the minimum is: ``(X, i*)``.
+
+    ``rule="integer"`` is eq. 12, X = min over integers i of H_i + (|P| − i)Δ̂, found by the X
+    program (eq. 20) and H at the two integers around its minimiser (H is convex, Lemma 10).
+
+    ``rule="relaxed"`` minimises over real i ∈ [0, |P|], with H_x the same program at a real
+    budget |f| = x: that is exactly the X program, so one solve. **Its sensitivity is also ≤ Δ̂**
+    (our derivation, the real-index version of Lemma 7): for neighbours D1 ⪯ D2 = D1 + p and real
+    x ∈ [0, |P1|], H_x(D2) ≤ H_x(D1) (extend the optimal f of D1 by f_p = 0; naturalness) and
+    H_x(D1) ≤ H_{x+1}(D2) (restrict the optimal f of D2 to P1: its budget is ≥ x, φ is monotone,
+    H is nondecreasing). Then X(D2) ≤ X(D1) + Δ̂, and X(D1) ≤ X(D2) because the minimum of D2 over
+    x ∈ [0, 1) is ≥ |P1|Δ̂ ≥ X(D1). Leaving out participants in no annotation changes nothing
+    (H'_x = H_{max(0, x−1)}). Accuracy: X_integer − Δ̂ ≤ X_relaxed ≤ X_integer, tiny next to the
+    Lap(Δ̂/ε2) noise. Checked on neighbours by ``test_lemma7_x_sensitivity_on_neighbours``.
+
+    With a finite ``tau`` the value is certified: the returned X lies in [X_true, X_true + τ]
+    (a primal point gives the upper bound, the solver's multipliers a weak-duality lower bound).
+    """
     ann = model.ann
     n = ann.n_participants
     total = ann.total()
     if n == 0:
         return 0.0, 0
     # H_{i} − H_{i−1} ≤ max_p Σ_{t∋p} q(t) = G_{|P|}/2 for all i (Lemma 9 + convexity), so when
-    # Δ̂ reaches that bound the minimum is at i = |P| exactly.
+    # Δ̂ reaches that bound the minimum is at i = |P| exactly (also over real i).
     if delta_hat >= float(ann.impact().max(initial=0.0)):
         return total, n
+    if rule == "relaxed":
+        value, i_real = model.x_relaxed(delta_hat, tau)
+        return min(value, total), i_real
     i_real = model.x_argmin(delta_hat)
     cands = sorted(
         {min(n, max(0, math.floor(i_real + 1e-9))), min(n, max(0, math.ceil(i_real - 1e-9)))}
@@ -318,7 +364,9 @@ def recursive_mechanism(
         ln_dh = min(max(ln_dh, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA), LN_DELTA_HAT_MAX)
         delta_hat = math.exp(ln_dh)
         tau = params.tolerance * delta_hat
-        x, i_star = x_value(model, delta_hat, tau if params.tolerance > 0 else math.inf)
+        x, i_star = x_value(
+            model, delta_hat, tau if params.tolerance > 0 else math.inf, params.x_rule
+        )
         sens = delta_hat + 2 * tau
         if sens / params.epsilon2 > MAX_SCALE:  # pragma: no cover - prevented by the clamp
             raise InvalidParameterError(
@@ -373,6 +421,7 @@ def _guarantee(
             "theta": params.theta,
             "mu": params.mu,
             "tolerance": params.tolerance,
+            "X": params.x_rule,
             "noise": "discrete Laplace on a power-of-two grid",
             **(extra or {}),
         },
@@ -394,6 +443,7 @@ def answer(
     mu: float = 1.0,
     split: float = 0.5,
     tolerance: float = 0.01,
+    x_rule: str = "relaxed",
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
     progress: bool | Callable[[str], None] = False,
@@ -413,7 +463,7 @@ def answer(
         ``1 − signed_share`` of ε (sequential composition: the total is still ε) and subtracted.
     epsilon : float
         Total privacy budget (ε1 + ε2, and both parts of a signed split).
-    beta, theta, mu, split, tolerance :
+    beta, theta, mu, split, tolerance, x_rule :
         See :class:`RecursiveParameters` (θ is in the units of the weights).
 
     Examples
@@ -451,7 +501,13 @@ def answer(
     )
     if not split_signed:
         params = RecursiveParameters.make(
-            eps_total, beta=beta, theta=theta, mu=mu, split=split, tolerance=tolerance
+            eps_total,
+            beta=beta,
+            theta=theta,
+            mu=mu,
+            split=split,
+            tolerance=tolerance,
+            x_rule=x_rule,
         )
         ann = krelation.compile(w)
         x_hat, dh, scale, _ = recursive_mechanism(ann, params, source, progress=progress)
@@ -462,7 +518,13 @@ def answer(
     parts = []
     for sign, share in ((1.0, signed_share), (-1.0, 1 - signed_share)):
         params = RecursiveParameters.make(
-            eps_total * share, beta=beta, theta=theta, mu=mu, split=split, tolerance=tolerance
+            eps_total * share,
+            beta=beta,
+            theta=theta,
+            mu=mu,
+            split=split,
+            tolerance=tolerance,
+            x_rule=x_rule,
         )
         ann = krelation.compile(np.maximum(sign * w, 0.0))
         parts.append((recursive_mechanism(ann, params, source, progress=progress), params))
@@ -679,6 +741,7 @@ def count(
     mu: float | None = None,
     split: float = 0.5,
     tolerance: float = 0.01,
+    x_rule: str = "relaxed",
     node_predicate: Callable[[dict[str, Any]], bool] | None = None,
     edge_predicate: Callable[[dict[str, Any]], bool] | None = None,
     induced: bool = False,
@@ -725,8 +788,9 @@ def count(
     progress : bool
         Show a progress display (stderr) while the LPs run.
     method, lp_time_limit :
-        LP solver: ``"clarabel"`` (default; interior point on the sparse KKT system) or HiGHS through scipy (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``) and a per-LP time limit in seconds
-        (a run that hits it raises :class:`fugu.graph.lp.SolverError`; nothing is released).
+        LP solver: ``"clarabel"`` (default; interior point on the sparse KKT system) or HiGHS
+        through scipy (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``), and a per-LP time limit in
+        seconds (a run that hits it raises :class:`fugu.graph.lp.SolverError`; nothing is released).
     trace : list, optional
         If given, the private :class:`Trace` of the run is appended (tests and benchmarks only).
 
@@ -755,6 +819,7 @@ def count(
         mu=(1.0 if unit == "node" else 0.5) if mu is None else mu,
         split=split,
         tolerance=tolerance,
+        x_rule=x_rule,
     )
     name = _pattern_name(pattern, k)
     _, source = start(
