@@ -305,7 +305,8 @@ def test_clarabel_and_highs_give_the_same_h_g_and_x(case: int) -> None:
 
 @pytest.mark.parametrize("case", range(6))
 def test_g_at_most_answers_like_the_full_g_program(case: int) -> None:
-    """The reduced program behind the search for j gives the same yes/no as G_i ≤ cap."""
+    """The search for j (greedy upper bounds, stored dual lower bounds, reduced programs) gives
+    the same yes/no as G_i ≤ cap from the full program."""
     ann = _small_cases()[case]
     m = LPModel(ann)
     ref = LPModel(ann, method="highs-ipm")  # separate cache: g_at_most must not read G values
@@ -313,6 +314,7 @@ def test_g_at_most_answers_like_the_full_g_program(case: int) -> None:
     decided = 0
     for i in range(1, ann.n_participants):
         g = ref.g_value(i)
+        assert m.greedy_g(ann.n_participants - i) >= g - 1e-7  # a feasible point's value
         caps = [g * 0.9, g * 1.1, g - 0.05, g + 0.05, *rng.uniform(0, 2 * g + 1, 3)]
         for cap in caps:
             if cap < 0 or abs(cap - g) < 1e-6:

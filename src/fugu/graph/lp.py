@@ -71,6 +71,11 @@ class LPModel:
         # same data by benchmarks; within one run each index is solved once anyway)
         self._h_cache: dict[tuple[int, float], float] = {}
         self._g_cache: dict[int, float] = {}
+        # cheap bounds that settle most steps of the search for j without a program:
+        # G after r whole-participant removals (greedy), and weak-duality lower bounds
+        # (const, slope, n_left_out) from every reduced G program solved so far
+        self._greedy_g: NDArray[np.float64] = np.zeros(0)
+        self._g_lower: list[tuple[float, float, int]] = []
         self.stats = LPStats()
         n_p = ann.n_participants
         lens = np.diff(ann.clause_ptr)
@@ -292,6 +297,10 @@ class LPModel:
             return self.g_value(n) <= cap
         if i in self._g_cache:
             return self._g_cache[i] <= cap
+        if self.greedy_g(n - i) <= cap:  # a feasible point: G_i is at most this
+            return True
+        if any(2.0 * (c0 + slope * (n_out - i)) > cap for c0, slope, n_out in self._g_lower):
+            return False  # a dual bound valid at every index already exceeds cap
         hot = self.ann.impact() > cap / 2.0
         if not hot.any():
             return True
@@ -319,17 +328,44 @@ class LPModel:
         )
         c = np.zeros(cols.size)
         c[-1] = 1.0  # w is the last column of a_g, and every hot row holds it
-        res = self._solve(
-            f"G[{i}]≤{cap:.4g}",
-            c,
-            sp.vstack([sub, pool]).tocsr(),
-            np.concatenate([self._g_rhs[rows], [float(n_left_out - i)]]),
-            None,
-            None,
-            self._bounds(True)[cols],
-            self.g_method,
-        )
+        a_sub = sp.vstack([sub, pool]).tocsr()
+        b_sub = np.concatenate([self._g_rhs[rows], [float(n_left_out - i)]])
+        bounds = self._bounds(True)[cols]
+        res = self._solve(f"G[{i}]≤{cap:.4g}", c, a_sub, b_sub, None, None, bounds, self.g_method)
+        # The program at another index i' differs only in the pool's right-hand side, and every
+        # such program relaxes the full G program: its multipliers bound G_{i'}/2 from below for
+        # all i' (weak duality), linearly in i'.
+        y = np.minimum(res.y_ub, 0.0)
+        d = c - a_sub.T @ y
+        box = float(np.where(d >= 0, d * bounds[:, 0], d * bounds[:, 1]).sum())
+        self._g_lower.append((float(b_sub[:-1] @ y[:-1]) + box, float(y[-1]), n_left_out))
         return 2.0 * res.fun <= cap
+
+    def greedy_g(self, removals: int) -> float:
+        """An upper bound on G_{|P|−r}: 2 · the largest load after r greedy removals.
+
+        Greedy: r times, set f_p = 0 for the participant with the largest current load
+        Σ_t q(t) φ_t(f) S_{t,p}. The point is feasible for the G program at index |P| − r, so
+        its objective bounds G from above (used only to skip programs, never as a value).
+        """
+        r = int(removals)
+        if r >= self._greedy_g.size:
+            self._greedy_g = self._greedy_sequence(max(r, 2 * self._greedy_g.size, 16))
+        return float(self._greedy_g[min(r, self._greedy_g.size - 1)])
+
+    def _greedy_sequence(self, r_max: int) -> NDArray[np.float64]:
+        n = self.n_f
+        t, p = self.ann.incidence()
+        f = np.ones(n)
+        out = np.empty(min(r_max, n) + 1)
+        for r in range(out.size):
+            loads = np.bincount(
+                p, weights=self.ann.weights[t] * self.ann.evaluate(f)[t], minlength=n
+            )
+            out[r] = 2.0 * float(loads.max(initial=0.0))
+            if r < out.size - 1:
+                f[int(np.argmax(np.where(f > 0, loads, -1.0)))] = 0.0
+        return out
 
     def x_argmin(self, delta_hat: float) -> float:
         """The real minimiser i' = Σ_p f_p of the X program (eq. 20)."""
