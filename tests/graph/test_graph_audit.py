@@ -25,6 +25,7 @@ from fugu.graph.recursive import (
     LN_DELTA_HAT_MAX,
     find_j,
     recursive_mechanism,
+    x_value,
 )
 from fugu.noise import grid_laplace
 from fugu.testing import audit
@@ -48,18 +49,34 @@ def book(pages: int, with_spine: bool) -> nx.Graph:
     return G
 
 
+#: H is evaluated at real budgets on this grid: fugu's default X is the minimum over real i, and
+#: H is piecewise linear with breakpoints on it for these graphs (checked against the library's
+#: one-program X at 60 values of Δ̂ in test_vectorised_equals_library_path).
+GRID = 12
+
+
 def sequences(G: nx.Graph, unit: str, params: RecursiveParameters) -> tuple[int, np.ndarray]:
-    ann = annotations_of(enumerate_pattern(G, "triangle"), unit)
+    """j and H on the budgets 0, 1/GRID, ..., |P| (integers at every GRID-th entry)."""
+    ann = annotations_of(enumerate_pattern(G, G.graph.get("pattern", "triangle")), unit)
     m = LPModel(ann)
     j, _ = find_j(m, params)
-    h = np.array([m.h_value(i) for i in range(ann.n_participants + 1)])
+    xs = np.arange(ann.n_participants * GRID + 1) / GRID
+    h = np.array([m.h_value(x) for x in xs])  # type: ignore[arg-type]
     return j, h
+
+
+def x_of(h: np.ndarray, dh: np.ndarray, rule: str) -> np.ndarray:
+    """X for each Δ̂: min over the budgets (real grid, or integers only for eq. 12)."""
+    xs = np.arange(h.size) / GRID
+    if rule == "integer":
+        h, xs = h[::GRID], xs[::GRID]
+    n = xs[-1]
+    return np.min(h[None, :] + (n - xs)[None, :] * dh[:, None], axis=1)
 
 
 def vectorised(params: RecursiveParameters, broken: str | None = None):
     def mech(G: nx.Graph, rng: fugu.RandomSource, size: int) -> np.ndarray:
         j, h = sequences(G, G.graph["unit"], params)
-        n = h.size - 1
         ln_delta = math.log(params.theta) + j * params.beta
         noisy, _ = grid_laplace(
             np.full(size, ln_delta),
@@ -72,7 +89,7 @@ def vectorised(params: RecursiveParameters, broken: str | None = None):
             noisy + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA, LN_DELTA_HAT_MAX
         )
         dh = np.exp(ln_dh)
-        x = np.min(h[None, :] + (n - np.arange(n + 1))[None, :] * dh[:, None], axis=1)
+        x = x_of(h, dh, params.x_rule)
         if broken == "true count":  # calibrate to Δ̂ but release the true count: not private
             x = np.full(size, h[-1])
         sens = dh * (1 + 2 * params.tolerance)
@@ -91,16 +108,21 @@ def vectorised(params: RecursiveParameters, broken: str | None = None):
 def _pair(kind: str):
     if kind == "node":
         d1, d2 = wheel(16, False), wheel(16, True)
+    elif kind == "node-2-star":  # a hub that is the centre of C(12, 2) 2-stars, ± the hub
+        d1, d2 = nx.cycle_graph(range(1, 13)), nx.wheel_graph(13)
+        d1.graph["pattern"] = d2.graph["pattern"] = "2-star"
+        kind = "node"
     else:
         d1, d2 = book(12, False), book(12, True)
     d1.graph["unit"] = d2.graph["unit"] = kind
     return d1, d2
 
 
-@pytest.mark.parametrize("unit", ["node", "edge"])
-def test_audit_recursive_mechanism(unit: str) -> None:
+@pytest.mark.parametrize("case", ["node", "edge", "node-2-star"])
+def test_audit_recursive_mechanism(case: str) -> None:
+    unit = "edge" if case == "edge" else "node"
     params = RecursiveParameters.make(EPS, mu=1.0 if unit == "node" else 0.5)
-    d1, d2 = _pair(unit)
+    d1, d2 = _pair(case)
     mech = vectorised(params)
     for col in (0, 1):
         res = audit(
@@ -125,17 +147,23 @@ def test_audit_fails_when_the_true_count_is_released() -> None:
     assert not res.passed, str(res)
 
 
-@pytest.mark.parametrize("unit", ["node", "edge"])
-def test_vectorised_equals_library_path(unit: str) -> None:
-    """The library's X-program + two H-programs give min_i H_i + (|P|-i)Δ̂ and the same j."""
+@pytest.mark.parametrize("case", ["node", "edge", "node-2-star"])
+def test_vectorised_equals_library_path(case: str) -> None:
+    """The library path gives the audited X (fugu's default: min over real i of
+    H_i + (|P|-i)Δ̂) and the same j; both X rules match the audit's H grid at 60 values of Δ̂."""
+    unit = "edge" if case == "edge" else "node"
     params = RecursiveParameters.make(EPS, mu=1.0 if unit == "node" else 0.5)
-    for G in _pair(unit):
+    for G in _pair(case):
         j, h = sequences(G, unit, params)
-        ann = annotations_of(enumerate_pattern(G, "triangle"), unit)
+        ann = annotations_of(enumerate_pattern(G, G.graph.get("pattern", "triangle")), unit)
         for seed in range(4):
             _, dh, _, tr = recursive_mechanism(ann, params, fugu.RandomSource(seed=seed))
-            n = h.size - 1
             assert tr.j == j
             assert tr.x == pytest.approx(
-                float(np.min(h + (n - np.arange(n + 1)) * dh)), abs=params.tolerance * dh + 1e-9
+                float(x_of(h, np.array([dh]), "relaxed")[0]), abs=params.tolerance * dh + 1e-9
             )
+        model = LPModel(ann)
+        for dh in np.geomspace(0.05, 2 * h[-1] + 1, 60):
+            for rule in ("integer", "relaxed"):
+                exact = float(x_of(h, np.array([dh]), rule)[0])
+                assert x_value(model, dh, 1e-7, rule)[0] == pytest.approx(exact, abs=1e-6)
