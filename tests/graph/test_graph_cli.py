@@ -81,3 +81,22 @@ def test_cli_edges_file_progress_and_errors(capsys, tmp_path) -> None:
         ]
     )
     assert rc == 0 and "global sensitivity" in capsys.readouterr().out
+
+
+def test_cli_smooth_baseline_and_solver_choice(capsys) -> None:
+    base = ["graph", "count", "--graph", "karate", "--epsilon", "0.5", "--seed", "1", "--json"]
+    rc = main([*base, "--pattern", "triangle", "--unit", "edge", "--mechanism", "smooth"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["guarantee"]["model"] == "edge-dp"
+    assert "smooth" in doc["guarantee"]["mechanism"].lower()
+    # the smooth baseline only counts triangles under edge privacy: a clear refusal otherwise
+    rc = main([*base, "--pattern", "2-star", "--unit", "edge", "--mechanism", "smooth"])
+    assert rc != 0
+    assert "--pattern triangle --unit edge" in capsys.readouterr().err
+    # both LP solvers release under the same guarantee (seeded: same noise draws)
+    vals = []
+    for solver in ("clarabel", "highs-ipm"):
+        assert main([*base, "--pattern", "triangle", "--solver", solver]) == 0
+        vals.append(json.loads(capsys.readouterr().out)["value"])
+    assert abs(vals[0] - vals[1]) < 1.0

@@ -65,10 +65,11 @@ def register(cli: click.Group) -> None:
     @click.option("--epsilon", "-e", type=float, required=True, help="Privacy-loss bound ε > 0.")
     @click.option(
         "--mechanism",
-        type=click.Choice(["recursive", "laplace"]),
+        type=click.Choice(["recursive", "laplace", "smooth"]),
         default="recursive",
         show_default=True,
-        help="laplace = global-sensitivity baseline (node unit needs --degree-bound).",
+        help="laplace = global-sensitivity baseline (node unit needs --degree-bound); "
+        "smooth = smooth-sensitivity baseline (triangles, edge unit).",
     )
     @click.option(
         "--degree-bound", type=int, help="Public max degree promise (node-DP Laplace baseline)."
@@ -76,6 +77,13 @@ def register(cli: click.Group) -> None:
     @click.option("--beta", type=float, help="β (default ε/5).")
     @click.option("--mu", type=float, help="μ (default 1 node, 0.5 edge).")
     @click.option("--theta", type=float, default=1.0, show_default=True)
+    @click.option(
+        "--solver",
+        type=click.Choice(["clarabel", "highs-ipm", "highs-ds", "highs"]),
+        default="clarabel",
+        show_default=True,
+        help="Linear-program solver of the Recursive Mechanism.",
+    )
     @click.option(
         "--drop-self-loops", is_flag=True, help="Drop self-loops in --edges instead of refusing."
     )
@@ -95,6 +103,7 @@ def register(cli: click.Group) -> None:
         beta: float | None,
         mu: float | None,
         theta: float,
+        solver: str,
         drop_self_loops: bool,
         seed: int | None,
         no_progress: bool,
@@ -102,7 +111,7 @@ def register(cli: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Release a privately counted number of PATTERN occurrences."""
-        from ..graph import count, laplace_count
+        from ..graph import count, laplace_count, smooth_triangle_count
 
         G = _load(edges, graph_name, drop_self_loops)
         rng = seed_source(seed)
@@ -112,7 +121,16 @@ def register(cli: click.Group) -> None:
             click.echo(
                 f"enumerating {pattern} occurrences, then solving linear programs ...", err=True
             )
-        if mechanism == "laplace":
+        if mechanism == "smooth":
+            if pattern != "triangle" or unit != "edge":
+                raise click.BadParameter(
+                    f"the smooth-sensitivity baseline counts triangles under edge privacy, got "
+                    f"--pattern {pattern} --unit {unit}; use --pattern triangle --unit edge or "
+                    f"another --mechanism",
+                    param_hint="--mechanism",
+                )
+            rel = smooth_triangle_count(G, epsilon, rng=rng)
+        elif mechanism == "laplace":
             rel = laplace_count(
                 G, pattern, epsilon, unit=unit, rng=rng, k=k, degree_bound=degree_bound
             )
@@ -127,6 +145,7 @@ def register(cli: click.Group) -> None:
                 beta=beta,
                 mu=mu,
                 theta=theta,
+                method=solver,
                 progress=show and sys.stderr is not None,
             )
         seconds = time.perf_counter() - t0
