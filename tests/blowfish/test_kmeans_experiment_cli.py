@@ -179,8 +179,22 @@ def test_cli_engine_gives_the_same_centres(tmp_path) -> None:  # type: ignore[no
     outs = []
     for extra in ([], ["--engine", "duckdb"]):
         out = tmp_path / f"c{len(extra)}.json"
-        args = ["kmeans", "--data", str(pts), "-c", "lat:0..39,lon:0..29", "--k", "3",
-                "-e", "1", "--seed", "4", "--out", str(out), *extra]
+        args = [
+            "kmeans",
+            "--data",
+            str(pts),
+            "-c",
+            "lat:0..39,lon:0..29",
+            "--k",
+            "3",
+            "-e",
+            "1",
+            "--seed",
+            "4",
+            "--out",
+            str(out),
+            *extra,
+        ]
         assert main(args) == 0
         outs.append(_json.loads(out.read_text())["centres"])
     assert outs[0] == outs[1]

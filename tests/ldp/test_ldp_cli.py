@@ -213,8 +213,27 @@ def test_aggregate_on_an_engine_equals_in_memory(tmp_path) -> None:  # type: ign
     rows = zip(rng.integers(0, 16, 3000), rng.integers(0, 8, 3000), strict=True)
     data.write_text("x,y\n" + "\n".join(f"{a},{b}" for a, b in rows))
     reports = tmp_path / "r.parquet"
-    assert main(["ldp", "perturb", "--data", str(data), "-a", "x:0..15,y:0..7", "-m", "hdg",
-                 "-e", "1", "--out", str(reports), "--seed", "3"]) == 0
+    assert (
+        main(
+            [
+                "ldp",
+                "perturb",
+                "--data",
+                str(data),
+                "-a",
+                "x:0..15,y:0..7",
+                "-m",
+                "hdg",
+                "-e",
+                "1",
+                "--out",
+                str(reports),
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     answers = []
     for extra in ([], ["--engine", "duckdb"], ["--engine", "numpy"]):
         out = tmp_path / f"rel{len(extra)}{extra[-1] if extra else ''}.npz"

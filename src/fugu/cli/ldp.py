@@ -203,16 +203,32 @@ def register(cli: click.Group) -> None:
             eps_list = [float(e) for e in report_epsilons.split(",") if e.strip()]
             names = [m.strip() for m in method.split(",") if m.strip()]
             rep = range_report(
-                domain, records, methods=names, epsilons=eps_list, lam=lam, volume=omega,
-                n_queries=n_queries, seed=seed,
+                domain,
+                records,
+                methods=names,
+                epsilons=eps_list,
+                lam=lam,
+                volume=omega,
+                n_queries=n_queries,
+                seed=seed,
             )
             written = str(rep.save(report_path))
         emit(
-            {"n": n, "epsilon": epsilon, "lambda": lam, "omega": omega, "methods": out,
-             "report": written},
+            {
+                "n": n,
+                "epsilon": epsilon,
+                "lambda": lam,
+                "omega": omega,
+                "methods": out,
+                "report": written,
+            },
             as_json,
-            lambda: header + "\n" + table(rows, ["method", "MAE", "seconds"])
-            + (f"\nreport: {written}" if written else ""),
+            lambda: (
+                header
+                + "\n"
+                + table(rows, ["method", "MAE", "seconds"])
+                + (f"\nreport: {written}" if written else "")
+            ),
         )
 
     @ldp.command("perturb")
@@ -284,7 +300,7 @@ def register(cli: click.Group) -> None:
             if header is None:  # JSON lines carry their header on the first line
                 header = Reports.load(reports[0]).header()
             proto = protocol_from_header(header)
-            opts = {"master": spark_master} if spark_master else {}
+            opts: dict[str, Any] = {"master": spark_master} if spark_master else {}
             agg = proto.aggregator()
             for p in reports:
                 part = proto.aggregator_for(p, engine=engine, **opts)
