@@ -84,6 +84,9 @@ class LPModel:
         self._greedy_g: NDArray[np.float64] = np.zeros(0)
         self._g_lower: list[tuple[float, float, int]] = []
         self.stats = LPStats()
+        #: distinct (tuple, participant) pairs and Σ_{t∋p} q(t): used by G, its search and X
+        self.incidence = ann.incidence()
+        self.impact = ann.impact()
         n_p = ann.n_participants
         lens = np.diff(ann.clause_ptr)
         ncl = np.diff(ann.tuple_ptr)
@@ -169,7 +172,7 @@ class LPModel:
     @property
     def a_g(self) -> sp.csr_array:
         if self._a_g is None:
-            t, p = self.ann.incidence()
+            t, p = self.incidence
             w_col = self.n_cols
             r0 = self.n_base_rows
             used = np.unique(p)
@@ -235,31 +238,48 @@ class LPModel:
         return self._h_cache[key]
 
     def _h_solve(self, i: int, tau: float) -> float:
+        return self._certified(
+            f"H[{i}]",
+            self.c_h,
+            float(i),
+            tau,
+            lambda res: self._upper(res.x[: self.n_f], float(i)),
+        )[0]
+
+    def _certified(
+        self,
+        label: str,
+        c: NDArray[np.float64],
+        budget: float | None,
+        tau: float,
+        upper: Callable[[LPResult], float],
+        offset: float = 0.0,
+    ) -> tuple[float, LPResult]:
+        """``offset + min c·x`` over the H constraints (and ``Σ_p f_p = budget`` unless None).
+
+        With a finite ``tau`` the value returned is ``upper(res)`` (φ evaluated exactly at a
+        feasible point) once a weak-duality lower bound is within ``tau`` of it; otherwise the
+        program is re-solved with dual simplex and, failing that, refused.
+        """
+        a_eq = None if budget is None else self._eq(False)
+        b_eq = None if budget is None else np.array([budget])
         last: tuple[float, float] = (0.0, 0.0)
         for method in dict.fromkeys((self.method, "highs-ds")):
             res = self._solve(
-                f"H[{i}]",
-                self.c_h,
-                self.a_h,
-                self.base_rhs,
-                self._eq(False),
-                np.array([float(i)]),
-                self._bounds(False),
-                method,
+                label, c, self.a_h, self.base_rhs, a_eq, b_eq, self._bounds(False), method
             )
             if not math.isfinite(tau):
-                return res.fun
-            upper = self._upper(res.x[: self.n_f], float(i))
-            lower = self._lower(
-                res, self.c_h, self.a_h, self.base_rhs, float(i), self._bounds(False)
+                return res.fun + offset, res
+            hi = upper(res)
+            lo = offset + _weak_duality_bound(
+                res, c, self.a_h, self.base_rhs, self._bounds(False), self.n_f, budget or 0.0
             )
-            last = (lower, upper)
-            if upper - lower <= tau:
-                return upper
+            last = (lo, hi)
+            if hi - lo <= tau:
+                return hi, res
         raise SolverError(
-            f"H[{i}] could not be certified to the tolerance {tau:g} "
-            f"(bounds {last[0]:.9g} .. {last[1]:.9g}); "
-            f"raise tolerance="
+            f"{label} could not be certified to the tolerance {tau:g} "
+            f"(bounds {last[0]:.9g} .. {last[1]:.9g}); raise tolerance="
         )
 
     def g_value(self, i: int) -> float:
@@ -267,7 +287,7 @@ class LPModel:
         if i <= 0:
             return 0.0
         if i >= self.n_f:
-            return 2.0 * float(self.ann.impact().max(initial=0.0))
+            return 2.0 * float(self.impact.max(initial=0.0))
         if i in self._g_cache:
             return self._g_cache[i]
         a = self.a_g
@@ -308,12 +328,12 @@ class LPModel:
             return True
         if any(2.0 * (c0 + slope * (n_out - i)) > cap for c0, slope, n_out in self._g_lower):
             return False  # a dual bound valid at every index already exceeds cap
-        hot = self.ann.impact() > cap / 2.0
+        hot = self.impact > cap / 2.0
         if not hot.any():
             return True
         a = self.a_g
         assert self._g_rhs is not None
-        t, p = self.ann.incidence()
+        t, p = self.incidence
         keep_t = np.zeros(self.ann.n_tuples, bool)
         keep_t[t[hot[p]]] = True
         used = np.unique(p)
@@ -342,10 +362,9 @@ class LPModel:
         # The program at another index i' differs only in the pool's right-hand side, and every
         # such program relaxes the full G program: its multipliers bound G_{i'}/2 from below for
         # all i' (weak duality), linearly in i'.
-        y = np.minimum(res.y_ub, 0.0)
-        d = c - a_sub.T @ y
-        box = float(np.where(d >= 0, d * bounds[:, 0], d * bounds[:, 1]).sum())
-        self._g_lower.append((float(b_sub[:-1] @ y[:-1]) + box, float(y[-1]), n_left_out))
+        b_sub[-1] = 0.0
+        const = _weak_duality_bound(res, c, a_sub, b_sub, bounds)
+        self._g_lower.append((const, min(float(res.y_ub[-1]), 0.0), n_left_out))
         return 2.0 * res.fun <= cap
 
     def greedy_g(self, removals: int) -> float:
@@ -362,7 +381,7 @@ class LPModel:
 
     def _greedy_sequence(self, r_max: int) -> NDArray[np.float64]:
         n = self.n_f
-        t, p = self.ann.incidence()
+        t, p = self.incidence
         f = np.ones(n)
         out = np.empty(min(r_max, n) + 1)
         for r in range(out.size):
@@ -392,26 +411,13 @@ class LPModel:
         n = self.n_f
         c = self.c_h.copy()
         c[:n] -= delta_hat
-        last: tuple[float, float] = (0.0, 0.0)
-        for method in dict.fromkeys((self.method, "highs-ds")):
-            res = self._solve(
-                "X", c, self.a_h, self.base_rhs, None, None, self._bounds(False), method
-            )
+
+        def upper(res: LPResult) -> float:
             f = np.clip(res.x[:n], 0.0, 1.0)
-            if not math.isfinite(tau):
-                return res.fun + n * delta_hat, float(f.sum())
-            upper = float(self.ann.weights @ self.ann.evaluate(f)) + (n - f.sum()) * delta_hat
-            lower = (
-                self._lower(res, c, self.a_h, self.base_rhs, 0.0, self._bounds(False))
-                + n * delta_hat
-            )
-            last = (lower, upper)
-            if upper - lower <= tau:
-                return upper, float(f.sum())
-        raise SolverError(
-            f"X could not be certified to the tolerance {tau:g} "
-            f"(bounds {last[0]:.9g} .. {last[1]:.9g}); raise tolerance="
-        )
+            return float(self.ann.weights @ self.ann.evaluate(f)) + (n - f.sum()) * delta_hat
+
+        value, res = self._certified("X", c, None, tau, upper, offset=n * delta_hat)
+        return value, float(np.clip(res.x[:n], 0.0, 1.0).sum())
 
     # -- certification ---------------------------------------------------------------------------
     def _upper(self, f: NDArray[np.float64], i: float) -> float:
@@ -426,24 +432,24 @@ class LPModel:
             f = np.clip(f, 0.0, 1.0)
         return float(self.ann.weights @ self.ann.evaluate(f))
 
-    def _lower(
-        self,
-        res: LPResult,
-        c: NDArray[np.float64],
-        a: sp.csr_array,
-        b: NDArray[np.float64],
-        i: float,
-        bounds: NDArray[np.float64],
-    ) -> float:
-        """Weak-duality lower bound from the solver's multipliers (valid for any multipliers)."""
-        y = np.minimum(res.y_ub, 0.0)
-        y_eq = float(res.y_eq[0]) if res.y_eq.size else 0.0
-        d = c - a.T @ y
-        if res.y_eq.size:
-            d[: self.n_f] -= y_eq
-        lb, ub = bounds[:, 0], bounds[:, 1]
-        box = np.where(d >= 0, d * lb, d * ub).sum()
-        return float(b @ y + y_eq * i + box)
+
+def _weak_duality_bound(
+    res: LPResult,
+    c: NDArray[np.float64],
+    a: sp.csr_array,
+    b: NDArray[np.float64],
+    bounds: NDArray[np.float64],
+    n_eq_cols: int = 0,
+    eq_rhs: float = 0.0,
+) -> float:
+    """A lower bound on ``min c·x`` s.t. ``a x ≤ b`` (and ``Σ_{j<n_eq_cols} x_j = eq_rhs`` when
+    the solve had that equality), box ``bounds``: weak duality, valid for any multipliers."""
+    y = np.minimum(res.y_ub, 0.0)
+    y_eq = float(res.y_eq[0]) if res.y_eq.size else 0.0
+    d = c - a.T @ y
+    d[:n_eq_cols] -= y_eq
+    box = np.where(d >= 0, d * bounds[:, 0], d * bounds[:, 1]).sum()
+    return float(b @ y + y_eq * eq_rhs + box)
 
 
 @dataclass
@@ -456,10 +462,10 @@ class LPResult:
 
     ok: bool
     message: str
-    x: NDArray[np.float64]
-    fun: float
-    y_ub: NDArray[np.float64]
-    y_eq: NDArray[np.float64]
+    x: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    fun: float = math.nan
+    y_ub: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    y_eq: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 def _solve_highs(
@@ -483,7 +489,7 @@ def _solve_highs(
         options={} if time_limit is None else {"time_limit": float(time_limit)},
     )
     if res.status != 0:
-        return LPResult(False, f"status {res.status}, {res.message}", c, math.nan, b, b)
+        return LPResult(False, f"status {res.status}, {res.message}")
     y_ub = np.asarray(res.ineqlin.marginals, np.float64) if a.shape[0] else np.zeros(0)
     y_eq = np.asarray(res.eqlin.marginals, np.float64) if a_eq is not None else np.zeros(0)
     return LPResult(True, "optimal", np.asarray(res.x), float(res.fun), y_ub, y_eq)
@@ -531,7 +537,7 @@ def _solve_clarabel(
     sol = solver.solve()
     status = str(sol.status)
     if status != "Solved":
-        return LPResult(False, f"status {status}", c, math.nan, b, b)
+        return LPResult(False, f"status {status}")
     z = np.asarray(sol.z, np.float64)
     return LPResult(
         True,

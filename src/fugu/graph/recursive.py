@@ -307,7 +307,7 @@ def x_value(
         return 0.0, 0
     # H_{i} − H_{i−1} ≤ max_p Σ_{t∋p} q(t) = G_{|P|}/2 for all i (Lemma 9 + convexity), so when
     # Δ̂ reaches that bound the minimum is at i = |P| exactly (also over real i).
-    if delta_hat >= float(ann.impact().max(initial=0.0)):
+    if delta_hat >= float(model.impact.max(initial=0.0)):
         return total, n
     if rule == "relaxed":
         value, i_real = model.x_relaxed(delta_hat, tau)
