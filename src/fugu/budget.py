@@ -19,23 +19,55 @@ is checked by the policy module.
 ... except fugu.BudgetExceededError as e:
 ...     print(str(e).split(";")[0])
 cannot spend epsilon=0.7 on 'too much': only 0.6 of 1 remains
+
+Ledger files
+------------
+A ledger file (``fugu ledger init PATH --total EPS``) shares one budget between processes. Open
+it with :func:`ledger_file`: it holds an exclusive OS lock on ``PATH.lock`` for the whole
+read-check-spend-write, validates every field, and writes the file back atomically, so two
+concurrent releases never overspend and every successful spend is recorded.
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "ledger.json")
+>>> fugu.Accountant(1.0).save(path)
+>>> with fugu.budget.ledger_file(path, model="central-dp") as acct:
+...     acct.spend(0.25, "first release")
+>>> fugu.Accountant.load(path).remaining
+0.75
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import os
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import BudgetExceededError, InvalidParameterError, check_epsilon
+from .errors import (
+    BudgetExceededError,
+    FuguError,
+    InvalidParameterError,
+    LedgerError,
+    check_epsilon,
+)
 
-__all__ = ["Budget", "Accountant", "LedgerEntry"]
+__all__ = ["Budget", "Accountant", "LedgerEntry", "ledger_file", "MODELS", "LEDGER_FORMAT"]
 
 _TOL = 1e-12
+
+#: Privacy models a budget (and a ledger file) can track; the same names as ``Guarantee.model``.
+MODELS = ("central-dp", "blowfish", "node-dp", "edge-dp", "participant-dp", "ldp")
+
+#: ``format`` field written in every ledger file (files without it, from older fugu, still load).
+LEDGER_FORMAT = "fugu-ledger"
+LEDGER_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -48,10 +80,18 @@ class Budget:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        if not isinstance(self.model, str) or self.model not in MODELS:
+            raise InvalidParameterError(f"model must be one of {list(MODELS)}, got {self.model!r}")
+        if self.policy is not None and not isinstance(self.policy, str):
+            raise InvalidParameterError(
+                f"policy must be a policy name (a string) or None, got {self.policy!r}"
+            )
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
+    """One recorded spend: its ε, what it paid for, when (UTC), the parts of a parallel spend."""
+
     epsilon: float
     what: str
     time: str
@@ -66,6 +106,13 @@ class Accountant:
     ----------
     total : float or Budget
         The declared total ε.
+
+    Examples
+    --------
+    >>> acct = Accountant(Budget(2.0, model="ldp"))
+    >>> acct.spend(0.5, "OLH frequencies", model="ldp")
+    >>> acct
+    Accountant(total=2, model='ldp', spent=0.5, remaining=1.5, entries=1)
     """
 
     total: float | Budget
@@ -74,6 +121,14 @@ class Accountant:
     def __post_init__(self) -> None:
         if not isinstance(self.total, Budget):
             self.total = Budget(check_epsilon(self.total, "total"))
+
+    def __repr__(self) -> str:
+        b = self.budget
+        pol = f", policy={b.policy!r}" if b.policy is not None else ""
+        return (
+            f"Accountant(total={b.epsilon:g}, model={b.model!r}{pol}, spent={self.spent:g}, "
+            f"remaining={self.remaining:g}, entries={len(self.ledger)})"
+        )
 
     @property
     def budget(self) -> Budget:
@@ -103,7 +158,7 @@ class Accountant:
         """Record a spend (sequential composition)."""
         self._check_model(model, policy)
         self.check(epsilon, what)
-        self.ledger.append(LedgerEntry(float(epsilon), what, _now()))
+        self.ledger.append(LedgerEntry(float(epsilon), str(what), _now()))
 
     def parallel(self, epsilons: Sequence[float], what: Sequence[str], *, disjoint_by: str) -> None:
         """Record releases on disjoint parts of the data: they cost ``max(epsilons)``.
@@ -120,7 +175,7 @@ class Accountant:
         eps = max(check_epsilon(e) for e in epsilons)
         label = f"parallel ({disjoint_by}): " + ", ".join(what)
         self.check(eps, label)
-        self.ledger.append(LedgerEntry(eps, label, _now(), tuple(what)))
+        self.ledger.append(LedgerEntry(eps, label, _now(), tuple(str(w) for w in what)))
 
     def _check_model(self, model: str | None, policy: str | None) -> None:
         b = self.budget
@@ -136,18 +191,115 @@ class Accountant:
             )
 
     # ledger files ------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The ledger file's JSON content."""
+        return {
+            "format": LEDGER_FORMAT,
+            "version": LEDGER_VERSION,
+            "budget": asdict(self.budget),
+            "ledger": [{**asdict(e), "parts": list(e.parts)} for e in self.ledger],
+        }
+
     def save(self, path: str | Path) -> None:
-        data = {"budget": asdict(self.budget), "ledger": [asdict(e) for e in self.ledger]}
-        Path(path).write_text(json.dumps(data, indent=2))
+        """Write the ledger file atomically (temporary file in the same folder, fsync, rename).
+
+        A reader never sees a half-written file. ``save`` alone does not lock: to share a ledger
+        between processes use :func:`ledger_file`, which locks around read-check-spend-write.
+        """
+        _atomic_write(Path(path), json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Accountant:
-        data = json.loads(Path(path).read_text())
-        acct = cls(Budget(**data["budget"]))
-        acct.ledger = [
-            LedgerEntry(e["epsilon"], e["what"], e["time"], tuple(e.get("parts", ())))
-            for e in data["ledger"]
-        ]
+        """Read and validate a ledger file; a missing or corrupt file raises :class:`LedgerError`.
+
+        Every field is checked: the total and each entry's ε are finite numbers > 0, texts are
+        strings, the model is known, and the entries do not spend more than the total.
+        """
+        p = Path(path)
+        if not p.exists():
+            raise LedgerError(
+                f"ledger {str(p)!r} does not exist; create it with "
+                f"'fugu ledger init {p} --total EPS'"
+            )
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LedgerError(f"cannot read ledger {str(p)!r}: {exc}") from None
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+            raise LedgerError(f"ledger {str(p)!r} is not valid JSON: {exc}") from None
+        return cls.from_dict(data, source=str(p))
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<dict>") -> Accountant:
+        """Build an accountant from a ledger file's content, validating every field."""
+
+        def bad(problem: str) -> LedgerError:
+            return LedgerError(
+                f"ledger {source!r} is corrupt: {problem}; restore it from a backup or recreate "
+                f"it with 'fugu ledger init' (the spends it recorded still count)"
+            )
+
+        if not isinstance(data, Mapping):
+            raise bad(f"expected a JSON object, got {type(data).__name__}")
+        extra = set(data) - {"format", "version", "budget", "ledger"}
+        if extra:
+            raise bad(f"unknown top-level fields {sorted(extra)}")
+        if "format" in data and data["format"] != LEDGER_FORMAT:
+            raise bad(f"format is {data['format']!r}, expected {LEDGER_FORMAT!r}")
+        if "version" in data:
+            v = data["version"]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise bad(f"version must be a positive integer, got {v!r}")
+            if v > LEDGER_VERSION:
+                raise LedgerError(
+                    f"ledger {source!r} was written by a newer fugu (ledger format {v}); "
+                    "upgrade fugu"
+                )
+        if "budget" not in data or "ledger" not in data:
+            raise bad("it needs the fields 'budget' and 'ledger'")
+        b = data["budget"]
+        if not isinstance(b, Mapping):
+            raise bad(f"'budget' must be an object, got {type(b).__name__}")
+        if set(b) - {"epsilon", "model", "policy"} or "epsilon" not in b:
+            raise bad(f"'budget' must have 'epsilon' (and optionally 'model', 'policy'), got {b}")
+        total = _check_number(b["epsilon"], "budget epsilon (the total)", bad)
+        model = b.get("model", "central-dp")
+        if not isinstance(model, str) or model not in MODELS:
+            raise bad(f"budget model must be one of {list(MODELS)}, got {model!r}")
+        policy = b.get("policy")
+        if policy is not None and not isinstance(policy, str):
+            raise bad(f"budget policy must be a string or null, got {policy!r}")
+        entries = data["ledger"]
+        if not isinstance(entries, list):
+            raise bad(f"'ledger' must be a list of entries, got {type(entries).__name__}")
+        ledger = []
+        for i, e in enumerate(entries):
+            if not isinstance(e, Mapping):
+                raise bad(f"entry {i} must be an object, got {type(e).__name__}")
+            missing = {"epsilon", "what", "time"} - set(e)
+            unknown = set(e) - {"epsilon", "what", "time", "parts"}
+            if missing or unknown:
+                raise bad(
+                    f"entry {i} needs fields epsilon, what, time (optional parts); "
+                    f"missing {sorted(missing)}, unknown {sorted(unknown)}"
+                )
+            eps = _check_number(e["epsilon"], f"entry {i} epsilon", bad)
+            for k in ("what", "time"):
+                if not isinstance(e[k], str):
+                    raise bad(f"entry {i} {k!r} must be a string, got {e[k]!r}")
+            parts = e.get("parts", [])
+            if not isinstance(parts, list) or not all(isinstance(x, str) for x in parts):
+                raise bad(f"entry {i} 'parts' must be a list of strings, got {parts!r}")
+            ledger.append(LedgerEntry(eps, e["what"], e["time"], tuple(parts)))
+        acct = cls(Budget(total, model=model, policy=policy))
+        acct.ledger = ledger
+        if acct.spent > total + 1e-9:
+            raise bad(
+                f"its entries spend {acct.spent:g}, more than its total {total:g} "
+                "(it was edited by hand or written without a lock)"
+            )
         return acct
 
     def report(self) -> str:
@@ -157,6 +309,162 @@ class Accountant:
         ]
         lines += [f"  {e.time}  {e.epsilon:g}  {e.what}" for e in self.ledger]
         return "\n".join(lines)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a ledger may hold")
+
+
+def _check_number(value: Any, name: str, bad: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise bad(f"{name} must be a finite number > 0, got {value!r}")
+    if v > 1000:
+        raise bad(f"{name} is {value!r}, above the largest epsilon fugu accepts (1000)")
+    return v
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and rename."""
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise LedgerError(f"cannot write ledger {str(path)!r}: {exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable (best effort: not every platform can open a folder)
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _lock_module() -> Any:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        raise FuguError(
+            "ledger files need OS file locks (fcntl.flock), which this platform does not have; "
+            "share a budget here with one in-memory fugu.Accountant instead"
+        ) from None
+    return fcntl
+
+
+@contextmanager
+def ledger_file(
+    path: str | Path, *, model: str | None = None, policy: str | None = None
+) -> Iterator[Accountant]:
+    """Open a ledger file for spending, under an exclusive OS lock.
+
+    Takes ``fcntl.flock`` on the sibling file ``<path>.lock`` (created if missing), loads and
+    validates the ledger, yields its :class:`Accountant`, and on exit - normal or by an exception -
+    writes the ledger back atomically if anything was spent, then releases the lock. Other
+    processes opening the same ledger wait for the lock, so read-check-spend-write is one step:
+    concurrent releases never overspend and every successful spend is recorded.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ledger file, created by ``fugu ledger init PATH --total EPS``.
+    model : str, optional
+        The privacy model of the release about to be charged; a ledger of another model refuses.
+    policy : str, optional
+        The Blowfish policy of the release; a ledger tied to another policy refuses.
+
+    Raises
+    ------
+    LedgerError
+        The file is missing or corrupt, or tracks another model or policy.
+    FuguError
+        The platform has no ``fcntl.flock`` (Windows).
+
+    Notes
+    -----
+    The lock is advisory and local: it protects processes on one machine (and local file
+    systems). Over NFS or other network file systems ``flock`` may not be honoured across
+    machines; keep a shared ledger on a local disk. Spends are written when the block exits, so
+    keep the block short: the release is computed while other processes wait.
+
+    Examples
+    --------
+    >>> import os, tempfile, fugu
+    >>> path = os.path.join(tempfile.mkdtemp(), "l.json")
+    >>> fugu.Accountant(fugu.Budget(1.0, model="ldp")).save(path)
+    >>> try:
+    ...     with ledger_file(path, model="central-dp"):
+    ...         pass
+    ... except fugu.errors.LedgerError as e:
+    ...     print(str(e).split(";")[0])  # doctest: +ELLIPSIS
+    ledger ... tracks 'ldp' budget, not 'central-dp'
+    """
+    fcntl = _lock_module()
+    p = Path(path)
+    if model is not None and model not in MODELS:
+        raise InvalidParameterError(f"model must be one of {list(MODELS)}, got {model!r}")
+    if not p.exists():
+        raise LedgerError(
+            f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
+        )
+    lock_path = p.with_name(p.name + ".lock")
+    try:
+        lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block
+    except OSError as exc:
+        raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
+    try:
+        fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
+        acct = Accountant.load(p)
+        b = acct.budget
+        if model is not None and model != b.model:
+            raise LedgerError(
+                f"ledger {str(p)!r} tracks {b.model!r} budget, not {model!r}; a {model} release "
+                f"cannot be charged to it (use a ledger made with 'fugu ledger init PATH "
+                f"--model {model}')"
+            )
+        if policy is not None and b.policy is not None and policy != b.policy:
+            raise LedgerError(
+                f"ledger {str(p)!r} tracks the Blowfish policy {b.policy!r}, not {policy!r}; "
+                "releases compose only under a common policy"
+            )
+        before = list(acct.ledger)
+        try:
+            yield acct
+        finally:
+            if acct.ledger != before:
+                acct.save(p)
+    finally:
+        try:
+            fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
+        finally:
+            lock_fh.close()
 
 
 def _now() -> str:

@@ -44,6 +44,18 @@ class PolicyError(FuguError, ValueError):
     """A Blowfish policy is malformed or does not cover the domain."""
 
 
+class FileFormatError(InvalidParameterError):
+    """A file fugu reads (a budget ledger, a saved release) is missing, corrupt or of another kind.
+
+    The message names the file and the problem. Derives from :class:`InvalidParameterError` so
+    callers that caught that for a bad file keep working.
+    """
+
+
+class LedgerError(FileFormatError):
+    """A budget ledger file is missing, corrupt, locked unsafely or tracks another model."""
+
+
 class PrivacyLeakWarning(UserWarning):
     """An operation would weaken the stated guarantee (for example a seeded, non-private source)."""
 
