@@ -26,3 +26,13 @@ def test_readme_has_the_two_commands_first() -> None:
 def test_readme_python_runs(block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     exec(compile(block, str(README), "exec"), {})
+
+
+def test_the_test_command_runs_the_doctests() -> None:
+    """Issue 14 item 13: the ``>>>`` examples in src/fugu run with the README's test command."""
+    import tomllib
+
+    cfg = tomllib.loads((README.parent / "pyproject.toml").read_text())["tool"]["pytest"]
+    opts = cfg["ini_options"]
+    assert "--doctest-modules" in opts["addopts"].split()
+    assert "src/fugu" in opts["testpaths"] and "tests" in opts["testpaths"]

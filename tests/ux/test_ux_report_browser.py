@@ -2,6 +2,9 @@
 pixels where the image sits on a screenshot), and the expected sections and titles are there.
 
 Deterministic: the reports are made with seeded (NOT private) sources; no statistical checks.
+
+Marked ``browser``: skipped with the reason on a machine without Chromium, a failure when
+``FUGU_REQUIRE_BROWSER=1`` (CI) is set -- see the repository's ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from ux_browser import inspect_report
 import fugu
 from fugu.demo import run_demo
 from fugu.report.release_report import write_release_report
+
+pytestmark = pytest.mark.browser
 
 
 def _png(path: Path) -> np.ndarray:
