@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,20 @@ __all__ = [
 MAX_SCALE = float(2**52)
 
 _U64 = np.uint64
-_BLOCK = 1 << 16  # os.urandom is called for at least this many 64-bit words at a time
+_BLOCK = 1 << 16  # small draws are served from a per-thread buffer of this many 64-bit words
+
+#: Bumped in every forked child (``os.register_at_fork``): per-thread generators and buffers made
+#: under an older value belong to the parent and are discarded before any further use.
+_FORK_GENERATION = 0
+
+
+def _after_fork_in_child() -> None:
+    global _FORK_GENERATION
+    _FORK_GENERATION += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _CtrDrbg:
@@ -66,43 +80,68 @@ class _CtrDrbg:
     (the construction of NIST SP 800-90A's CTR_DRBG, without its derivation function) that is
     several times faster than ``os.urandom`` for the millions of words the samplers consume.
 
-    The key is re-drawn from ``os.urandom`` after every 2**30 bytes and in every forked child
-    (so worker processes never share a stream).
+    One instance per thread (never shared: the cipher object is not thread-safe); the key is
+    re-drawn from ``os.urandom`` after every 2**30 bytes, and a forked child builds new instances
+    (see :func:`_thread_drbg`), so no two threads or processes ever share a stream.
     """
 
     RESEED_BYTES = 1 << 30
+    CHUNK = 1 << 20
+    _ZEROS = memoryview(bytes(CHUNK))
 
     def __init__(self) -> None:
         self._encryptor: Any = None
         self._used = 0
 
-    def reset(self) -> None:
-        self._encryptor = None
+    def _rekey(self) -> None:
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-    def read(self, nbytes: int) -> bytes:
-        if self._encryptor is None or self._used + nbytes > self.RESEED_BYTES:
-            from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+        cipher = Cipher(algorithms.AES(os.urandom(32)), modes.CTR(os.urandom(16)))
+        self._encryptor = cipher.encryptor()
+        self._used = 0
 
-            cipher = Cipher(algorithms.AES(os.urandom(32)), modes.CTR(os.urandom(16)))
-            self._encryptor = cipher.encryptor()
-            self._used = 0
-        self._used += nbytes
-        return bytes(self._encryptor.update(bytes(nbytes)))
-
-
-def _make_secure_bytes() -> Any:
-    try:
-        import cryptography.hazmat.primitives.ciphers  # noqa: F401
-    except ImportError:  # pragma: no cover - cryptography is a dependency; fall back regardless
-        return os.urandom
-    drbg = _CtrDrbg()
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=drbg.reset)
-    return drbg.read
+    def words(self, n: int) -> NDArray[np.uint64]:
+        """``n`` uniform 64-bit words, encrypted straight into a fresh array (no extra copy)."""
+        nbytes = 8 * n
+        out = np.empty(nbytes + 16, dtype=np.uint8)  # update_into wants 15 bytes of slack
+        view = memoryview(out)
+        off = 0
+        while off < nbytes:
+            size = min(self.CHUNK, nbytes - off)
+            if self._encryptor is None or self._used + size > self.RESEED_BYTES:
+                self._rekey()
+            self._used += size
+            self._encryptor.update_into(self._ZEROS[:size], view[off : off + size + 15])
+            off += size
+        return out[:nbytes].view(_U64)
 
 
-#: Secure random bytes: AES-CTR keyed by the OS CSPRNG (or ``os.urandom`` itself as a fallback).
-_secure_bytes = _make_secure_bytes()
+def _urandom_words(n: int) -> NDArray[np.uint64]:
+    return np.frombuffer(os.urandom(8 * n), dtype=_U64)
+
+
+try:
+    import cryptography.hazmat.primitives.ciphers  # noqa: F401
+
+    _HAVE_AES = True
+except ImportError:  # pragma: no cover - cryptography is a dependency; fall back regardless
+    _HAVE_AES = False
+
+_THREAD = threading.local()
+
+
+def _thread_drbg() -> Any:
+    """This thread's secure word generator (created on first use and after a fork)."""
+    state = _THREAD
+    if getattr(state, "generation", -1) != _FORK_GENERATION:
+        state.words = _CtrDrbg().words if _HAVE_AES else _urandom_words
+        state.generation = _FORK_GENERATION
+    return state.words
+
+
+def _secure_bytes(nbytes: int) -> bytes:
+    """Secure random bytes from this thread's AES-CTR stream (kept for callers of the old name)."""
+    return _thread_drbg()((nbytes + 7) // 8).tobytes()[:nbytes]
 
 
 class RandomSource:
@@ -112,6 +151,12 @@ class RandomSource:
     releases are private. ``RandomSource(seed=...)`` is a reproducible pseudo-random source
     (numpy's PCG64) for tests and experiments: **its releases are not private** and are marked so
     in their guarantee.
+
+    A secure source is safe to share between threads and across ``fork``: every thread draws
+    from its own AES-CTR stream keyed by ``os.urandom`` (and its own small-draw buffer), and a
+    forked child discards everything inherited and re-keys, so no two threads or processes ever
+    see the same bits. A seeded source is thread-safe too (numpy's bit generator holds a lock),
+    but which thread gets which numbers then depends on scheduling.
 
     Parameters
     ----------
@@ -135,8 +180,16 @@ class RandomSource:
         self._gen: np.random.Generator | None = (
             None if seed is None else np.random.Generator(np.random.PCG64(self.seed))
         )
-        self._buffer = np.empty(0, dtype=_U64)
-        self._pid = os.getpid()
+        self._local = threading.local()  # per-thread buffer of secure words
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_local"]  # buffered secure words never travel
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
 
     @property
     def private(self) -> bool:
@@ -153,14 +206,16 @@ class RandomSource:
             return np.empty(0, dtype=_U64)
         if self._gen is not None:
             return self._gen.bit_generator.random_raw(n).astype(_U64, copy=False)
-        if self._pid != os.getpid():  # a forked child must never reuse the parent's buffer
-            self._buffer, self._pid = np.empty(0, dtype=_U64), os.getpid()
         if n >= _BLOCK:
-            return np.frombuffer(_secure_bytes(8 * n), dtype=_U64)
-        if n > self._buffer.size:
-            self._buffer = np.frombuffer(_secure_bytes(8 * _BLOCK), dtype=_U64)
-        out, self._buffer = self._buffer[:n], self._buffer[n:]
-        return out
+            return _thread_drbg()(n)
+        local = self._local
+        buf = getattr(local, "buf", None)
+        if buf is None or local.generation != _FORK_GENERATION or n > buf.size:
+            # a forked child never reuses the parent's buffered words
+            buf = _thread_drbg()(_BLOCK)
+            local.generation = _FORK_GENERATION
+        local.buf = buf[n:]
+        return buf[:n]
 
     # -- exact integer draws ----------------------------------------------------------------
     def bits32(self, n: int) -> NDArray[np.uint32]:
@@ -286,12 +341,12 @@ class RandomSource:
         return RandomSource(seed=int(self._gen.bit_generator.random_raw(1)[0] >> _U64(1)))
 
 
-_DEFAULT: RandomSource | None = None
+#: The shared secure source (safe across threads and forks; see :class:`RandomSource`).
+_DEFAULT = RandomSource()
 
 
 def default_source(rng: RandomSource | None = None) -> RandomSource:
     """Return ``rng`` or, when it is None, the shared secure source."""
-    global _DEFAULT
     if rng is not None:
         if not isinstance(rng, RandomSource):
             from .errors import InvalidTypeError
@@ -302,8 +357,6 @@ def default_source(rng: RandomSource | None = None) -> RandomSource:
                 f"not private)"
             )
         return rng
-    if _DEFAULT is None:
-        _DEFAULT = RandomSource()
     return _DEFAULT
 
 
