@@ -13,9 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 import fugu
-from fugu.blowfish import Policy, laplace, ordered, ordered_hierarchical
+from fugu.blowfish import (
+    CountConstraint,
+    Policy,
+    laplace,
+    ordered,
+    ordered_hierarchical,
+    sensitivity,
+)
 from fugu.testing import audit
 
 EPS = 1.0
@@ -125,3 +133,80 @@ def test_exact_coarse_release_fails_when_the_true_policy_crosses_blocks() -> Non
     mech = laplace_batch(lambda dom: Policy.partition(dom, {"x": 2}), 6, query="blocks")
     res = audit(mech, d1, d2, EPS, n_runs=2_000, vectorised=True)
     assert not res.passed, res
+
+
+# -- count constraints (issue 14 item 1) -------------------------------------------------------
+CHUNK = 2_000
+
+
+def _tiled_constrained_policy(copies: int) -> Policy:
+    """The reproducer's policy (line graph on 0..5, counts of {1}, {2}, {3} public) laid end to
+    end: copy i owns cells 6i..6i+5 and its three one-value constraints. Each copy's component
+    {1, 2, 3} is open on both sides, so the tiled policy has the same sensitivity as one copy."""
+    dom = big(6, copies)
+    cons = [CountConstraint(cells=[6 * i + v]) for i in range(copies) for v in (1, 2, 3)]
+    return Policy.line(dom).with_constraints(*cons)
+
+
+def constrained_ordered_batch() -> Callable:
+    pol = _tiled_constrained_policy(CHUNK)
+
+    def mech(data: np.ndarray, rng: fugu.RandomSource, n: int) -> np.ndarray:
+        out = []
+        for lo in range(0, n, CHUNK):
+            c = min(CHUNK, n - lo)
+            p = pol if c == CHUNK else _tiled_constrained_policy(c)
+            h = fugu.Histogram(np.tile(data, c), p.domain)
+            rel = ordered(h, EPS, p, rng=rng)
+            cum = rel.cumulative[1:].reshape(c, 6)
+            out.append(cum - np.arange(c)[:, None] * data.sum())
+        return np.concatenate(out)
+
+    return mech
+
+
+# the hard pair: a path v+ → {1} → {2} → {3} → v− of four moves (0→1, 1→2, 2→3, 3→4) keeps
+# every public count; it changes the four cumulative counts C_1..C_4 by one each
+D1_CONSTRAINED = np.array([1, 1, 1, 1, 0, 1])
+D2_CONSTRAINED = np.array([0, 1, 1, 1, 1, 1])
+
+
+def test_ordered_with_constraints_passes_on_the_longest_path() -> None:
+    pol = _tiled_constrained_policy(1)
+    assert sensitivity("cumulative", pol) == 4
+    res = audit(
+        constrained_ordered_batch(),
+        D1_CONSTRAINED,
+        D2_CONSTRAINED,
+        EPS,
+        n_runs=20_000,
+        vectorised=True,
+        statistic=lambda o: o[:, :4].sum(axis=1),
+    )
+    assert res.passed, res
+
+
+def test_ordered_with_constraints_fails_with_the_old_sensitivity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pre-fix rule (moves = S(h, P)/2 = 1 here) must fail the same audit."""
+    import importlib
+
+    sens_mod = importlib.import_module("fugu.blowfish.sensitivity")
+    monkeypatch.setattr(sens_mod, "_safe_moves", lambda hist, policy: hist.value / 2)
+    assert (
+        ordered(
+            fugu.Histogram(D1_CONSTRAINED, big(6, 1)), EPS, _tiled_constrained_policy(1)
+        ).guarantee.sensitivity
+        == 1
+    )
+    res = audit(
+        constrained_ordered_batch(),
+        D1_CONSTRAINED,
+        D2_CONSTRAINED,
+        EPS,
+        n_runs=20_000,
+        vectorised=True,
+        statistic=lambda o: o[:, :4].sum(axis=1),
+    )
+    assert not res.passed and res.epsilon_lower_bound > 2, res

@@ -114,13 +114,18 @@ def test_upper_bounds_are_safe_when_moves_cancel() -> None:
     assert brute_force_sensitivity("histogram", bare, n=3, max_databases=10_000) == 0
 
 
-def test_other_queries_under_constraints_are_upper_bounds() -> None:
+def test_other_queries_under_constraints_line_graph_exact() -> None:
     pol = Policy.line(line(6)).with_constraints(
         CountConstraint({"x": (1, 2)}), CountConstraint({"x": (3, 4)})
     )
     res = sensitivity("cumulative", pol, detail=True)
-    assert not res.exact and res.value == 3 * 1
-    assert res.value >= brute_force_sensitivity("cumulative", pol, n=3, max_databases=10_000)
+    assert res.exact and res.value == 3 * 1  # the path v+ → [1,2] → [3,4] → v−: 3 moves
+    assert res.value == brute_force_sensitivity("cumulative", pol, n=3, max_databases=10_000)
+    full = Policy.full(line(6)).with_constraints(CountConstraint({"x": (1, 2)}))
+    res = sensitivity("cumulative", full, detail=True)
+    assert not res.exact and res.value >= brute_force_sensitivity(
+        "cumulative", full, n=3, max_databases=10_000
+    )
 
 
 def test_non_sparse_constraints_are_refused_with_np_hard_message() -> None:

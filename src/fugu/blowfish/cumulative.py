@@ -370,7 +370,7 @@ class PartSensitivity:
     """Policy-specific sensitivities of the S-part and H-part, and where they come from."""
 
     theta: int  # largest rank gap of a secret edge (S(cumulative, P) without constraints)
-    moves: float  # records a neighbour may move (1 without constraints; max(α, ξ) with)
+    moves: float  # single moves per neighbour (1 without constraints; max(α, ξ) of G_P with)
     s_part: float
     h_part: float
     bottom: bool
@@ -382,13 +382,23 @@ def part_sensitivity(policy: Any, k: int, block: int, height: int) -> PartSensit
     distance-threshold graphs on large enough domains (brute-force checked in the tests)."""
     from dataclasses import replace
 
-    from .sensitivity import CumulativeHistogram, constrained_histogram_sensitivity, sensitivity
+    from .sensitivity import (
+        CumulativeHistogram,
+        _safe_moves,
+        constrained_histogram_sensitivity,
+        sensitivity,
+    )
 
-    bare = replace(policy, constraints=(), bottom=False)
-    theta = int(round(sensitivity(CumulativeHistogram(), bare)))
+    theta = 0
+    if policy.has_edges():  # cell-to-cell edges (a policy may have only ⊥ edges)
+        bare = replace(policy, constraints=(), bottom=False)
+        theta = int(round(sensitivity(CumulativeHistogram(), bare)))
     moves = 1.0
     if policy.constraints:
-        moves = constrained_histogram_sensitivity(policy).value / 2
+        # the number of single moves a neighbour makes (max(α, ξ) of the policy graph; on the
+        # line graph with disjoint ranges the moves that do not cancel) — NOT S(h, P)/2, which
+        # is lowered by cancellations that cumulative counts and tree nodes still see
+        moves = float(_safe_moves(constrained_histogram_sensitivity(policy), policy))
     bottom = bool(policy.has_bottom_edges())
     n_blocks = -(-k // block)
     s_part = float(-(-theta // block)) if theta else 0.0

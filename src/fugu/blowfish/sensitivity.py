@@ -82,6 +82,8 @@ __all__ = [
 MAX_PAIR_WORK = 2_000_000_000
 #: Exact longest-cycle/path search on policy graphs up to this many constrained counts.
 MAX_EXACT_QUERIES = 16
+#: Dense query matrices (outputs × cells) up to this many entries in the exact constrained paths.
+MAX_DENSE_CELLS = 20_000_000
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,6 +151,9 @@ class SensitivityResult:
     method: str
     alpha: int | None = None
     xi: int | None = None
+    #: Under constraints: the largest number of single secret moves whose net effect one
+    #: neighbour can have (a safe multiplier for any linear query); None without constraints.
+    moves: int | None = None
 
     def __float__(self) -> float:
         return self.value
@@ -772,12 +777,18 @@ def constrained_histogram_sensitivity(policy: Policy) -> SensitivityResult:
     if g.n_queries > MAX_EXACT_QUERIES:
         bound = 2 * (g.n_queries + 1)
         return SensitivityResult(
-            float(bound), False, "upper bound 2(|Q|+1): policy graph too large to search"
+            float(bound),
+            False,
+            "upper bound 2(|Q|+1): policy graph too large to search",
+            moves=g.n_queries + 1,
         )
     alpha, xi, searched = g.alpha_xi()
     if not searched:
         return SensitivityResult(
-            float(2 * (g.n_queries + 1)), False, "upper bound 2(|Q|+1): search budget exceeded"
+            float(2 * (g.n_queries + 1)),
+            False,
+            "upper bound 2(|Q|+1): search budget exceeded",
+            moves=g.n_queries + 1,
         )
     # 2·max(α, ξ) is attained when the moves can use distinct cells; on the complete graph that
     # holds when every constrained count covers at least two cells
@@ -796,7 +807,7 @@ def constrained_histogram_sensitivity(policy: Policy) -> SensitivityResult:
     how = "policy graph, exact search: 2·max(α, ξ)" + (
         "" if exact else " (upper bound: moves may cancel)"
     )
-    return SensitivityResult(float(2 * max(alpha, xi)), exact, how, alpha, xi)
+    return SensitivityResult(float(2 * max(alpha, xi)), exact, how, alpha, xi, max(alpha, xi))
 
 
 def _closed_form(policy: Policy) -> SensitivityResult | None:
@@ -818,6 +829,7 @@ def _closed_form(policy: Policy) -> SensitivityResult | None:
                     "closed form: one marginal, complete graph: 2·size(C)",
                     size,
                     1,
+                    size,
                 )
         attrs = [set(c.attributes) for c in marg]
         disjoint = all(not (a & b) for a, b in itertools.combinations(attrs, 2))
@@ -830,29 +842,55 @@ def _closed_form(policy: Policy) -> SensitivityResult | None:
                     exact,
                     "closed form: disjoint marginals, attribute graph: 2·max size(C_i)",
                     size,
+                    1,
+                    size,
                 )
         return None
-    if (
-        all(isinstance(c, CountConstraint) for c in cons)
-        and dom.ndim == 1
-        and policy.kind == "distance"
-    ):
-        if policy.theta is None or policy.weights is None or policy.theta / policy.weights[0] >= 2:
-            return None
-        k = dom.size
-        iv = []
-        for cc in cons:
-            assert isinstance(cc, CountConstraint)
-            m = cc.mask(dom).reshape(-1)
-            idx = np.flatnonzero(m)
-            if idx.size == 0 or idx[-1] - idx[0] + 1 != idx.size:
-                return None
-            iv.append((int(idx[0]), int(idx[-1]) + 1))
-        iv.sort()
-        if any(b[0] < a[1] for a, b in itertools.pairwise(iv)):
-            return None
-        return _ranges_on_line(iv, k)
+    iv = _line_intervals(policy)
+    if iv is not None:
+        return _ranges_on_line(iv, dom.size)
     return None
+
+
+def _line_intervals(policy: Policy) -> list[tuple[int, int]] | None:
+    """The constrained ranges as sorted disjoint half-open intervals when the policy is the
+    line graph (one ordered attribute, edges between adjacent values, no ⊥) with count
+    constraints that are disjoint ranges; None otherwise."""
+    cons = policy.constraints
+    dom = policy.domain
+    if (
+        not cons
+        or policy.has_bottom_edges()
+        or not all(isinstance(c, CountConstraint) for c in cons)
+        or dom.ndim != 1
+        or policy.kind != "distance"
+    ):
+        return None
+    if policy.theta is None or policy.weights is None or policy.theta / policy.weights[0] >= 2:
+        return None
+    iv = []
+    for cc in cons:
+        assert isinstance(cc, CountConstraint)
+        m = cc.mask(dom).reshape(-1)
+        idx = np.flatnonzero(m)
+        if idx.size == 0 or idx[-1] - idx[0] + 1 != idx.size:
+            return None
+        iv.append((int(idx[0]), int(idx[-1]) + 1))
+    iv.sort()
+    if any(b[0] < a[1] for a, b in itertools.pairwise(iv)):
+        return None
+    return iv
+
+
+def _components(iv: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Maximal runs of touching ranges."""
+    comps: list[list[tuple[int, int]]] = []
+    for r in iv:
+        if comps and comps[-1][-1][1] == r[0]:
+            comps[-1].append(r)
+        else:
+            comps.append([r])
+    return comps
 
 
 def _ranges_on_line(iv: list[tuple[int, int]], k: int) -> SensitivityResult:
@@ -865,13 +903,13 @@ def _ranges_on_line(iv: list[tuple[int, int]], k: int) -> SensitivityResult:
     of one value is entered and left at the same cell (those two ±1 cancel). Exact (for n at least
     the number of moves): ``2·max(ξ0, max over components open on both sides of
     (|C| + 1 − #one-value ranges in C))`` with ``ξ0 = 1`` when some move touches no constraint.
+
+    ``moves`` is the number of single moves whose net effect a neighbour can have:
+    ``max(ξ0, max over components open on both sides of (|C| + 1))`` — the cancellations at
+    one-value ranges are particular to the histogram (a cumulative count sees all ``|C| + 1``
+    moves), so other queries are multiplied by ``moves``, never by the histogram's value / 2.
     """
-    comps: list[list[tuple[int, int]]] = []
-    for r in iv:
-        if comps and comps[-1][-1][1] == r[0]:
-            comps[-1].append(r)
-        else:
-            comps.append([r])
+    comps = _components(iv)
     alpha = 2 if any(len(c) >= 2 for c in comps) else 0
     free_pair = _free_adjacent(iv, k)
     inside = any(b - a >= 2 for a, b in iv)
@@ -890,7 +928,61 @@ def _ranges_on_line(iv: list[tuple[int, int]], k: int) -> SensitivityResult:
         f"2(maxcomp+1) = {2 * (maxcomp + 1)} before cancellations)",
         alpha,
         xi,
+        xi,
     )
+
+
+def _line_ranges_exact(cols: _Columns, iv: list[tuple[int, int]], k: int) -> SensitivityResult:
+    """Exact ``S(f, P)`` of any linear query on the line graph with disjoint range constraints.
+
+    The neighbours (minimal sets of secret moves keeping every count, He et al. §8) are, on the
+    line graph: (i) one move along an edge whose two ends are both free or both inside one
+    range; (ii) a 2-cycle across the boundary of two touching ranges, or a path that enters and
+    leaves a component through the same free side — both move records back where others came
+    from, so the histogram (hence every linear query) does not change; (iii) for a component
+    ``[a_1, b_1), [b_1, b_2), …, [b_{m-1}, b_m)`` with free values on both sides, the path of
+    ``m + 1`` moves ``a_1 − 1 → a_1``, ``b_i − 1 → b_i`` (or all reversed), whose net histogram
+    change is ``δ = Σ_i (e_{x_i+1} − e_{x_i})``. So ``S = max(max_(i) ||W(e_y − e_x)||_1,
+    max_(iii) ||W δ||_1)``, attained once n is at least the number of moves.
+    """
+    covered = np.full(k, -1, np.int64)
+    for j, (a, b) in enumerate(iv):
+        covered[a:b] = j
+    x = np.arange(k - 1, dtype=np.int64)
+    single = covered[x] == covered[x + 1]  # both free (-1) or both in the same range
+    best = 0.0
+    if single.any():
+        src = x[single]
+        for lo in range(0, src.size, 100_000):
+            s = src[lo : lo + 100_000]
+            best = max(best, float(cols.pair_cost(s, s + 1).max()))
+    n_paths = 0
+    for c in _components(iv):
+        if c[0][0] > 0 and c[-1][1] < k:
+            starts = np.array([c[0][0] - 1] + [b - 1 for _, b in c], dtype=np.int64)
+            cells = np.unique(np.concatenate([starts, starts + 1]))
+            delta = np.zeros(cells.size)
+            np.add.at(delta, np.searchsorted(cells, starts + 1), 1.0)
+            np.add.at(delta, np.searchsorted(cells, starts), -1.0)
+            w = _dense_columns(cols, cells)
+            best = max(best, float(np.abs(w @ delta).sum()))
+            n_paths += 1
+    return SensitivityResult(
+        best,
+        True,
+        f"exact: line graph with disjoint range constraints (single free/inside moves and "
+        f"{n_paths} boundary-to-boundary paths)",
+        moves=_ranges_on_line(iv, k).moves,
+    )
+
+
+def _dense_columns(cols: _Columns, cells: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The columns ``W[:, cells]`` as a dense (m, len(cells)) array."""
+    if isinstance(cols, _Boxes):
+        return cols._members(cells).astype(np.float64)
+    assert isinstance(cols, _Dense)
+    sub = cols.w[:, cells]
+    return np.asarray(sub.todense()) if cols.sparse else np.asarray(sub, dtype=np.float64)
 
 
 def _free_adjacent(iv: list[tuple[int, int]], k: int) -> bool:
@@ -902,18 +994,59 @@ def _free_adjacent(iv: list[tuple[int, int]], k: int) -> bool:
 
 
 def _constrained(q: QueryLike, policy: Policy) -> SensitivityResult:
+    """``S(f, P)`` under count constraints.
+
+    The histogram: :func:`constrained_histogram_sensitivity`. The line graph with disjoint range
+    constraints: exact for every linear query (:func:`_line_ranges_exact`). Otherwise a neighbour
+    is at most ``moves`` single secret moves (a simple cycle or ``v+ → v−`` path of the policy
+    graph ``G_P``: ``moves = max(α, ξ)``, or ``|Q| + 1`` when ``G_P`` is too large to search),
+    so ``S(f, P) <= moves · S(f, P without constraints)`` — a safe upper bound. (It is *not*
+    ``S(h, P)/2``: the histogram's value is lowered by moves that cancel in the histogram, which
+    other queries still see; e.g. a cumulative count changes once per move.)
+    """
     hist = constrained_histogram_sensitivity(policy)
     if isinstance(q, HistogramQuery):
         return hist
-    moves = hist.value / 2
+    moves = _safe_moves(hist, policy)
+    dom = policy.domain
+    iv = _line_intervals(policy)
+    if iv is not None:
+        if isinstance(q, CumulativeHistogram):
+            q.axis(dom)
+            return SensitivityResult(
+                float(moves),
+                True,
+                "exact: cumulative histogram, line graph with disjoint range constraints (each "
+                "move changes one cumulative count; a neighbour makes at most "
+                f"{moves} moves that do not cancel)",
+                hist.alpha,
+                hist.xi,
+                moves,
+            )
+        small = not isinstance(q, Coarsening) or (
+            (int(q.labels(dom).max()) + 1) * dom.size <= MAX_DENSE_CELLS
+        )
+        if small:
+            res = _line_ranges_exact(_columns(q, dom), iv, dom.size)
+            return SensitivityResult(res.value, True, res.method, hist.alpha, hist.xi, moves)
     base = _unconstrained(q, _without_constraints(policy))
     return SensitivityResult(
         moves * base.value,
         False,
-        f"upper bound: {moves:g} moves per neighbour × single-move sensitivity ({base.method})",
+        f"upper bound: {moves} moves per neighbour (longest cycle/path of the policy graph) × "
+        f"single-move sensitivity ({base.method})",
         hist.alpha,
         hist.xi,
+        moves,
     )
+
+
+def _safe_moves(hist: SensitivityResult, policy: Policy) -> int:
+    """The number of single moves one neighbour can make (see :func:`_constrained`)."""
+    if hist.moves is not None:
+        return int(hist.moves)
+    masks, _ = _constraint_queries(policy)
+    return len(masks) + 1  # a simple path of G_P has at most |Q| + 1 arcs, a cycle |Q|
 
 
 def _without_constraints(policy: Policy) -> Policy:
