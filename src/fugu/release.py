@@ -32,7 +32,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .domain import Domain
-from .errors import FuguError, InvalidParameterError, InvalidTypeError
+from .errors import (
+    FileFormatError,
+    FuguError,
+    InvalidParameterError,
+    InvalidTypeError,
+)
 from .queries import PrefixSums, RangeQuery, Workload
 
 __all__ = ["Guarantee", "Release", "CubeRelease", "FORMAT_VERSION"]
@@ -82,6 +87,16 @@ class Guarantee:
         if self.model not in MODELS:
             raise InvalidParameterError(
                 f"model must be one of {sorted(MODELS)}, got {self.model!r}"
+            )
+        eps = self.epsilon
+        if (
+            isinstance(eps, bool)
+            or not isinstance(eps, int | float | np.integer | np.floating)
+            or not math.isfinite(eps)
+            or eps <= 0
+        ):
+            raise InvalidParameterError(
+                f"a guarantee's epsilon must be a finite number > 0, got {eps!r}"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,30 +261,56 @@ class Release:
 
     @staticmethod
     def load(path: str | Path) -> Release:
-        """Read a release written by :meth:`save`, whatever its kind."""
+        """Read a release written by :meth:`save`, whatever its kind.
+
+        The file is checked before any array is decompressed: the zip members, the JSON header
+        against its schema (format, version, kind, domain, every guarantee field: a known model,
+        ε finite and > 0, texts as strings), and each array's declared dtype and shape against
+        its stored size and the limits below. Any failure raises
+        :class:`~fugu.errors.FileFormatError` naming the file and the problem.
+
+        The largest array accepted has ``4 * fugu.domain.MAX_DENSE_CELLS`` elements; set the
+        environment variable ``FUGU_MAX_RELEASE_BYTES`` to change the total size accepted
+        (default 8 GiB).
+        """
         p = Path(path)
+        name = str(p)
         if not p.exists():
-            raise InvalidParameterError(f"release file {str(p)!r} does not exist")
+            raise FileFormatError(f"release file {name!r} does not exist")
+        if not p.is_file():
+            raise FileFormatError(f"release file {name!r} is not a file")
+
+        def bad(problem: str) -> FileFormatError:
+            return FileFormatError(f"{name!r} is not a fugu release file, or is damaged: {problem}")
+
         try:
+            with zipfile.ZipFile(p) as zf:
+                infos = {i.filename: i for i in zf.infolist()}
+                header = _read_header(zf, infos, bad)
+                cls, dom, guarantee, meta = _check_header(header, bad)
+                specs = _check_arrays(zf, infos, bad)
+            if issubclass(cls, CubeRelease) and dom is None:
+                raise bad(f"a {cls.kind} release needs a domain, the header has none")
+            if issubclass(cls, CubeRelease) and dom is not None:
+                for key in ("estimate", "cell_variance"):
+                    if key in specs and specs[key][0] != dom.shape:
+                        raise bad(
+                            f"array {key!r} has shape {specs[key][0]}, the domain needs {dom.shape}"
+                        )
             with np.load(p, allow_pickle=False) as z:
-                header = json.loads(bytes(z["__header__"]).decode())
                 arrays = {k[2:]: z[k] for k in z.files if k.startswith("a_")}
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-            raise InvalidParameterError(f"{str(p)!r} is not a fugu release file ({exc})") from None
-        if header.get("format") != "fugu-release":
-            raise InvalidParameterError(f"{str(p)!r} is not a fugu release file")
-        if header.get("version", 0) > FORMAT_VERSION:
-            raise InvalidParameterError(
-                f"{str(p)!r} was written by a newer fugu (format {header['version']}); upgrade fugu"
-            )
-        _import_all_release_kinds()
-        cls = Release._registry.get(header["kind"])
-        if cls is None:
-            raise InvalidParameterError(f"unknown release kind {header['kind']!r} in {str(p)!r}")
-        dom = None if header["domain"] is None else Domain.from_dict(header["domain"])
-        return cls._from_state(
-            dom, Guarantee.from_dict(header["guarantee"]), arrays, header["meta"]
-        )
+        except FileFormatError:
+            raise
+        except Exception as exc:  # zlib.error, BadZipFile, EOFError, an encrypted member, ...
+            raise bad(f"{type(exc).__name__}: {exc}") from None
+        try:
+            return cls._from_state(dom, guarantee, arrays, meta)
+        except FuguError as exc:
+            raise bad(str(exc)) from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, AssertionError) as exc:
+            raise bad(
+                f"its {header['kind']} state does not fit: {type(exc).__name__}: {exc}"
+            ) from None
 
     def summary(self) -> dict[str, Any]:
         """A JSON-able description (for ``fugu info``)."""
@@ -282,6 +323,193 @@ class Release:
         g = self.guarantee
         flag = "" if g.private else " NOT PRIVATE"
         return f"<{type(self).__name__} {g.mechanism} {g.model} ε={g.epsilon:g}{flag}>"
+
+
+# reading release files ------------------------------------------------------------------------
+_HEADER_MEMBER = "__header__.npy"
+_MAX_HEADER_BYTES = 256 * 2**20
+_GUARANTEE_FIELDS = {
+    "model": str,
+    "epsilon": float,
+    "neighbours": str,
+    "mechanism": str,
+    "sensitivity": float,
+    "source": str,
+    "parameters": dict,
+    "data_options": dict,
+    "post_processing": list,
+    "private": bool,
+}
+_GUARANTEE_REQUIRED = ("model", "epsilon", "neighbours", "mechanism")
+
+
+def _max_release_bytes() -> int:
+    import os
+
+    raw = os.environ.get("FUGU_MAX_RELEASE_BYTES", "")
+    try:
+        return int(raw) if raw else 8 * 2**30
+    except ValueError:
+        raise InvalidParameterError(
+            f"FUGU_MAX_RELEASE_BYTES must be an integer number of bytes, got {raw!r}"
+        ) from None
+
+
+def _npy_header(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, bad: Callable[[str], FileFormatError]
+) -> tuple[tuple[int, ...], np.dtype[Any], int]:
+    """(shape, dtype, header length) of one ``.npy`` member, reading only its header."""
+    fmt = np.lib.format
+    with zf.open(info) as fh:
+        try:
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                shape, _fortran, dtype = fmt.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _fortran, dtype = fmt.read_array_header_2_0(fh)
+            else:
+                raise bad(f"array {info.filename!r} uses .npy format {version}, not 1.0 or 2.0")
+        except FileFormatError:
+            raise
+        except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
+            raise bad(f"array {info.filename!r} has a malformed header ({exc})") from None
+        offset = fh.tell()
+    return tuple(int(n) for n in shape), np.dtype(dtype), offset
+
+
+def _read_header(
+    zf: zipfile.ZipFile,
+    infos: Mapping[str, zipfile.ZipInfo],
+    bad: Callable[[str], FileFormatError],
+) -> dict[str, Any]:
+    info = infos.get(_HEADER_MEMBER)
+    if info is None:
+        raise bad("it has no __header__ (was it written by Release.save?)")
+    if info.file_size > _MAX_HEADER_BYTES:
+        raise bad(f"its header declares {info.file_size:,} bytes, above {_MAX_HEADER_BYTES:,}")
+    shape, dtype, offset = _npy_header(zf, info, bad)
+    if dtype != np.uint8 or len(shape) != 1 or offset + shape[0] != info.file_size:
+        raise bad(f"its header is a {dtype} array of shape {shape}, not the JSON bytes expected")
+    try:
+        with zf.open(info) as fh:
+            fh.seek(offset)
+            raw = fh.read(shape[0])
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise bad(f"its header is not valid JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise bad(f"its header is a JSON {type(header).__name__}, not an object")
+    return header
+
+
+def _check_header(
+    header: Mapping[str, Any], bad: Callable[[str], FileFormatError]
+) -> tuple[type[Release], Domain | None, Guarantee, dict[str, Any]]:
+    if header.get("format") != "fugu-release":
+        raise bad(f"format is {header.get('format')!r}, not 'fugu-release'")
+    version = header.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise bad(f"version must be a positive integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise bad(f"it was written by a newer fugu (format {version}); upgrade fugu")
+    unknown = set(header) - {"format", "version", "kind", "domain", "guarantee", "meta"}
+    if unknown:
+        raise bad(f"unknown header fields {sorted(unknown)}")
+    kind = header.get("kind")
+    _import_all_release_kinds()
+    if not isinstance(kind, str) or kind not in Release._registry:
+        raise bad(f"unknown release kind {kind!r}; known: {sorted(Release._registry)}")
+    cls = Release._registry[kind]
+    dom_d = header.get("domain")
+    dom: Domain | None = None
+    if dom_d is not None:
+        if not isinstance(dom_d, dict) or not isinstance(dom_d.get("attributes"), list):
+            raise bad("'domain' must be an object with a list of 'attributes'")
+        try:
+            dom = Domain.from_dict(dom_d)
+        except FuguError as exc:
+            raise bad(f"its domain is invalid: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise bad(f"its domain is invalid: {type(exc).__name__}: {exc}") from None
+    guarantee = _check_guarantee(header.get("guarantee"), bad)
+    meta = header.get("meta", {})
+    if not isinstance(meta, dict):
+        raise bad(f"'meta' must be an object, got {type(meta).__name__}")
+    return cls, dom, guarantee, meta
+
+
+def _check_guarantee(g: Any, bad: Callable[[str], FileFormatError]) -> Guarantee:
+    if not isinstance(g, dict):
+        raise bad(f"'guarantee' must be an object, got {type(g).__name__}")
+    missing = [k for k in _GUARANTEE_REQUIRED if k not in g]
+    unknown = sorted(set(g) - set(_GUARANTEE_FIELDS))
+    if missing or unknown:
+        raise bad(f"guarantee fields missing {missing}, unknown {unknown}")
+    for key, typ in _GUARANTEE_FIELDS.items():
+        if key not in g or (g[key] is None and key == "sensitivity"):
+            continue
+        v = g[key]
+        ok = (
+            isinstance(v, int | float) and not isinstance(v, bool)
+            if typ is float
+            else isinstance(v, typ)
+        )
+        if not ok:
+            raise bad(f"guarantee {key!r} must be a {typ.__name__}, got {v!r}")
+    if g["model"] not in MODELS:
+        raise bad(f"guarantee model must be one of {sorted(MODELS)}, got {g['model']!r}")
+    eps = g["epsilon"]
+    if not math.isfinite(eps) or eps <= 0:
+        raise bad(f"guarantee epsilon must be a finite number > 0, got {eps!r}")
+    sens = g.get("sensitivity")
+    if sens is not None and (math.isnan(sens) or sens < 0):
+        raise bad(f"guarantee sensitivity must be >= 0, got {sens!r}")
+    if not all(isinstance(x, str) for x in g.get("post_processing", [])):
+        raise bad("guarantee post_processing must be a list of strings")
+    try:
+        return Guarantee.from_dict(g)
+    except FuguError as exc:
+        raise bad(f"its guarantee is invalid: {exc}") from None
+
+
+def _check_arrays(
+    zf: zipfile.ZipFile,
+    infos: Mapping[str, zipfile.ZipInfo],
+    bad: Callable[[str], FileFormatError],
+) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
+    from .domain import MAX_DENSE_CELLS
+
+    limit = _max_release_bytes()
+    total = 0
+    specs: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {}
+    for member, info in infos.items():
+        if member == _HEADER_MEMBER:
+            continue
+        if not (member.startswith("a_") and member.endswith(".npy")):
+            raise bad(f"unexpected member {member!r}")
+        shape, dtype, offset = _npy_header(zf, info, bad)
+        key = member[2:-4]
+        if dtype.hasobject:
+            raise bad(f"array {key!r} holds Python objects ({dtype}); fugu never writes those")
+        if any(n < 0 for n in shape):
+            raise bad(f"array {key!r} declares a negative shape {shape}")
+        count = math.prod(shape)
+        if count > 4 * MAX_DENSE_CELLS:
+            raise bad(f"array {key!r} declares {count:,} elements, above {4 * MAX_DENSE_CELLS:,}")
+        nbytes = count * dtype.itemsize
+        if offset + nbytes != info.file_size:
+            raise bad(
+                f"array {key!r} declares shape {shape} of {dtype} ({nbytes:,} bytes) but stores "
+                f"{info.file_size - offset:,} bytes (truncated or edited)"
+            )
+        total += nbytes
+        if total > limit:
+            raise bad(
+                f"its arrays declare more than {limit:,} bytes; set FUGU_MAX_RELEASE_BYTES "
+                "to accept larger releases"
+            )
+        specs[key] = (shape, dtype)
+    return specs
 
 
 def _import_all_release_kinds() -> None:
