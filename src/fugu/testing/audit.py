@@ -100,8 +100,9 @@ def audit(
     discrete: bool = False,
     n_thresholds: int = 30,
     alpha: float = 1e-3,
-    seed: int = 20261129,
+    seed: int | None = 20261129,
     vectorised: bool = False,
+    n_atoms: int = 10,
 ) -> AuditResult:
     """Test ε-indistinguishability of ``mechanism`` on the neighbouring inputs ``d1``, ``d2``.
 
@@ -121,17 +122,52 @@ def audit(
         Each distinct statistic value is its own event (for categorical outputs).
     n_thresholds : int
         For continuous statistics, events are ``{S > c}`` and ``{S <= c}`` for this many pilot
-        quantiles ``c``.
+        quantiles ``c`` (0.2 % to 99.8 %), plus cuts at the pilot's extreme order statistics
+        (the 1st, 3rd, 10th and 30th smallest and largest), so that an output pushed into a tail
+        that the bulk of the distribution never reaches is an event too.
     alpha : float
         Total false-alarm probability (a correct mechanism fails with at most this probability).
+    seed : int or None
+        Seed of the audit's reproducible source; ``None`` audits the production path, the
+        operating system's CSPRNG (:class:`~fugu.noise.RandomSource` with no seed).
+    n_atoms : int
+        Rare-event ("atom") events: the whole output vectors that repeat in the pilot runs,
+        at most this many, chosen by how differently often they occur under the two inputs.
+        ``{output == v}`` catches a mechanism that, with small probability, publishes something
+        exact (its input, an unnoised count): such an output repeats under one input and almost
+        never under the other, though it sits in the middle of the statistic's distribution.
+        ``0`` turns them off.
 
     Returns
     -------
     AuditResult
+
+    Notes
+    -----
+    Every event is chosen on a pilot sample that is independent of the counted runs, so the
+    Clopper–Pearson bounds hold for each; Bonferroni over all events keeps the total false-alarm
+    rate at ``alpha``.
+
+    Examples
+    --------
+    A counting mechanism that publishes its input with probability 1e-3 is caught by the atom
+    events, though its noisy outputs look right:
+
+    >>> import numpy as np, fugu
+    >>> def leaky(x, rng, n):
+    ...     out = x + fugu.noise.discrete_laplace(1.0, size=(n, 4), rng=rng)
+    ...     leak = rng.integers(1000, size=n) == 0
+    ...     out[leak] = x
+    ...     return out
+    >>> x1, x2 = np.array([5, 0, 0, 0]), np.array([4, 1, 0, 0])
+    >>> audit(leaky, x1, x2, epsilon=1.0, n_runs=100_000, vectorised=True).passed
+    False
     """
     eps = check_epsilon(epsilon)
     if n_runs < 100:
         raise InvalidParameterError(f"n_runs must be >= 100 for a meaningful audit, got {n_runs}")
+    if n_atoms < 0:
+        raise InvalidParameterError(f"n_atoms must be >= 0, got {n_atoms}")
     rng = RandomSource(seed=seed)
     n_pilot = max(50, n_runs // 5)
     pilot1 = _run(mechanism, d1, rng, n_pilot, vectorised)
@@ -146,12 +182,10 @@ def audit(
         def stat_fn(out: NDArray[np.float64]) -> ArrayLike:
             return out @ direction
 
-    s1 = np.asarray(
-        stat_fn(_run(mechanism, d1, rng, n_runs, vectorised)), dtype=np.float64
-    ).reshape(-1)
-    s2 = np.asarray(
-        stat_fn(_run(mechanism, d2, rng, n_runs, vectorised)), dtype=np.float64
-    ).reshape(-1)
+    out1 = _run(mechanism, d1, rng, n_runs, vectorised)
+    out2 = _run(mechanism, d2, rng, n_runs, vectorised)
+    s1 = np.asarray(stat_fn(out1), dtype=np.float64).reshape(-1)
+    s2 = np.asarray(stat_fn(out2), dtype=np.float64).reshape(-1)
     if discrete:
         labels = np.unique(np.concatenate([s1, s2]))
         k1 = np.array([(s1 == v).sum() for v in labels], dtype=np.float64)
@@ -164,13 +198,17 @@ def audit(
                 np.asarray(stat_fn(pilot2), np.float64).reshape(-1),
             ]
         )
-        cuts = np.unique(np.quantile(ps, np.linspace(0.002, 0.998, n_thresholds)))
+        cuts = _cuts(ps, n_thresholds)
         s1s, s2s = np.sort(s1), np.sort(s2)
         le1 = np.searchsorted(s1s, cuts, side="right").astype(np.float64)
         le2 = np.searchsorted(s2s, cuts, side="right").astype(np.float64)
         k1 = np.concatenate([le1, n_runs - le1])
         k2 = np.concatenate([le2, n_runs - le2])
         names = [f"S<={c:g}" for c in cuts] + [f"S>{c:g}" for c in cuts]
+    if not discrete and n_atoms:
+        a1, a2, atom_names = _atom_counts(pilot1, pilot2, out1, out2, n_atoms)
+        k1, k2 = np.concatenate([k1, a1]), np.concatenate([k2, a2])
+        names = names + atom_names
     n_tests = 2 * len(names)
     a = alpha / (2 * n_tests)  # each ratio uses two one-sided bounds
     lo1, hi1 = _cp_lower(k1, n_runs, a), _cp_upper(k1, n_runs, a)
@@ -192,6 +230,65 @@ def audit(
         n_events=len(names),
         alpha=alpha,
     )
+
+
+_TAIL_ORDER_STATISTICS = (1, 3, 10, 30)
+
+
+def _cuts(pooled: NDArray[np.float64], n_thresholds: int) -> NDArray[np.float64]:
+    """Pilot quantiles for the bulk plus extreme order statistics for the tails."""
+    srt = np.sort(pooled)
+    ranks = [r - 1 for r in _TAIL_ORDER_STATISTICS if r <= srt.size]
+    tails = np.concatenate([srt[ranks], srt[[srt.size - 1 - r for r in ranks]]])
+    bulk = np.quantile(srt, np.linspace(0.002, 0.998, n_thresholds))
+    # {S <= max} is the certain event: it carries no information, so it is dropped.
+    cuts = np.unique(np.concatenate([bulk, tails]))
+    return cuts[cuts < srt[-1]] if cuts.size > 1 else cuts
+
+
+def _row_keys(rows: NDArray[np.float64], weights: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """A 64-bit key per output row (a random linear hash of its bit patterns, mod 2^64)."""
+    bits = np.ascontiguousarray(rows, dtype=np.float64).view(np.uint64)
+    bits = bits ^ (bits >> np.uint64(29))
+    with np.errstate(over="ignore"):
+        return (bits * weights).sum(axis=1, dtype=np.uint64)
+
+
+def _atom_counts(
+    pilot1: NDArray[np.float64],
+    pilot2: NDArray[np.float64],
+    out1: NDArray[np.float64],
+    out2: NDArray[np.float64],
+    n_atoms: int,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], list[str]]:
+    """Counts of the events ``{output == v}`` for the pilot's most telling repeated outputs."""
+    odd = np.random.default_rng(0x5EED).integers(1, 2**62, size=pilot1.shape[1]) * 2 + 1
+    weights = np.asarray(odd, dtype=np.uint64)
+    p1, p2 = np.sort(_row_keys(pilot1, weights)), np.sort(_row_keys(pilot2, weights))
+    rows = np.concatenate([pilot1, pilot2])
+    keys, first, counts = np.unique(  # type: ignore[call-overload]
+        _row_keys(rows, weights), return_index=True, return_counts=True
+    )
+    repeated = counts >= 3
+    keys, first = keys[repeated], first[repeated]
+    if keys.size == 0:
+        return np.empty(0), np.empty(0), []
+
+    def count(sorted_keys: NDArray[np.uint64], wanted: NDArray[np.uint64]) -> NDArray[np.float64]:
+        hi = np.searchsorted(sorted_keys, wanted, side="right")
+        return (hi - np.searchsorted(sorted_keys, wanted, side="left")).astype(np.float64)
+
+    evidence = np.abs(np.log((count(p1, keys) + 0.5) / (count(p2, keys) + 0.5)))
+    order = np.argsort(-evidence, kind="stable")[:n_atoms]
+    chosen = keys[order]
+    m1, m2 = np.sort(_row_keys(out1, weights)), np.sort(_row_keys(out2, weights))
+    names = [f"output=={_short(rows[i])}" for i in first[order]]
+    return count(m1, chosen), count(m2, chosen), names
+
+
+def _short(row: NDArray[np.float64]) -> str:
+    shown = ",".join(f"{v:g}" for v in row[:6])
+    return f"[{shown}{',…' if row.size > 6 else ''}]"
 
 
 def ldp_ratio(probabilities: ArrayLike) -> float:
