@@ -60,8 +60,18 @@ class PrivacyLeakWarning(UserWarning):
     """An operation would weaken the stated guarantee (for example a seeded, non-private source)."""
 
 
+#: Smallest epsilon any fugu mechanism accepts: 2**-52. Below it ``exp(epsilon)`` rounds to 1.0
+#: (randomised response and OLH divide by ``e^epsilon - 1``) and a sensitivity-1 noise scale
+#: exceeds the samplers' limit ``fugu.noise.MAX_SCALE = 2**52``.
+MIN_EPSILON = 2.0**-52
+
+#: Largest epsilon any fugu mechanism accepts.
+MAX_EPSILON = 1000.0
+
+
 def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as a float after checking it is a finite number > 0.
+    """Return ``epsilon`` as a float after checking it is a finite number in
+    ``[MIN_EPSILON, MAX_EPSILON]`` = ``[2**-52, 1000]``.
 
     >>> check_epsilon(0.5)
     0.5
@@ -87,7 +97,14 @@ def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
             f"{name} must be > 0, got {value!r}; a smaller {name} means more privacy and more "
             f"noise, typical values are 0.1 to 2"
         )
-    if value > 1000:
+    if value < MIN_EPSILON:
+        raise InvalidParameterError(
+            f"{name}={value!r} is too small to compute with: below 2**-52 (about 2.2e-16) e^{name} "
+            f"rounds to 1 in floating point and noise scales exceed the samplers' limit; fugu "
+            f"accepts {name} from 2.2e-16 to 1000 (typical values are 0.1 to 2), and a mechanism "
+            "may need more (its error says how much)"
+        )
+    if value > MAX_EPSILON:
         raise InvalidParameterError(
             f"{name}={value!r} is so large that the release is not private in any useful sense; "
             f"use a value below 1000 (typical values are 0.1 to 2)"

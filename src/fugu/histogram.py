@@ -22,7 +22,12 @@ from .domain import Domain, OutOfDomainPolicy
 from .engines import bincount_chunked, check_engine, columns_of
 from .errors import InvalidParameterError, InvalidTypeError
 
-__all__ = ["Histogram"]
+__all__ = ["Histogram", "MAX_COUNT"]
+
+#: The largest count (and total of counts) a histogram accepts: 2**53, the largest integer up to
+#: which float64 (in which every release is computed) is exact. Noise at any accepted epsilon
+#: keeps the noisy counts far inside the int64 range.
+MAX_COUNT = 2**53
 
 
 class Histogram:
@@ -54,11 +59,30 @@ class Histogram:
         if arr.dtype.kind == "f":
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.rint(arr)):
                 raise InvalidParameterError("counts must be finite whole numbers")
-            arr = arr.astype(np.int64)
         elif arr.dtype.kind not in "iu":
-            raise InvalidTypeError(f"counts must be integers, got dtype {arr.dtype}")
-        if arr.size and arr.min() < 0:
-            raise InvalidParameterError("counts must be non-negative")
+            raise InvalidTypeError(
+                f"counts must be integers, got dtype {arr.dtype}"
+                + (" (integers beyond the int64 range?)" if arr.dtype.kind == "O" else "")
+            )
+        if arr.size:
+            low, high = arr.min(), arr.max()
+            if low < 0:
+                raise InvalidParameterError(
+                    f"counts must be non-negative, got a cell of {low}; a histogram counts records"
+                )
+            if high > MAX_COUNT:
+                raise InvalidParameterError(
+                    f"counts must be at most 2**53 = {MAX_COUNT:,}, got a cell of {int(high):,}: "
+                    "releases are computed in float64, which cannot hold larger counts exactly, "
+                    "and noise could push them past the int64 range"
+                )
+            total = float(arr.sum(dtype=np.float64))
+            if total > MAX_COUNT:
+                raise InvalidParameterError(
+                    f"the counts add up to {total:.6g} records, above 2**53 = {MAX_COUNT:,}: "
+                    "range answers over them cannot be represented exactly in float64 (nor, with "
+                    "noise, safely in int64); count fewer records or split the data"
+                )
         self.counts: NDArray[np.int64] = arr.astype(np.int64, copy=False)
         self.domain = domain
         self.data_options: dict[str, Any] = dict(data_options or {})

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .budget import Accountant
-from .errors import InvalidParameterError, check_epsilon
-from .noise import RandomSource, default_source
+from .errors import MAX_EPSILON, MIN_EPSILON, InvalidParameterError, check_epsilon
+from .noise import MAX_SCALE, RandomSource, default_source
 from .release import Guarantee
 
 NEIGHBOURS = {
@@ -25,6 +25,89 @@ def check_neighbours(neighbours: str) -> str:
             f"got {neighbours!r}"
         )
     return neighbours
+
+
+def epsilon_range(sensitivity: float = 1.0, splits: int = 1) -> tuple[float, float]:
+    """The ε range a mechanism can compute with: ``(low, high)``.
+
+    ``low`` is the smallest ε whose noise scale ``sensitivity * splits / ε`` stays within the
+    samplers' limit :data:`fugu.noise.MAX_SCALE` (2**52), and never below
+    :data:`fugu.errors.MIN_EPSILON`; ``high`` is :data:`fugu.errors.MAX_EPSILON` (1000).
+
+    >>> epsilon_range(1.0)
+    (2.220446049250313e-16, 1000.0)
+    >>> lo, hi = epsilon_range(sensitivity=2.0, splits=8)
+    >>> lo == 16 * 2.0**-52
+    True
+    """
+    low = max(MIN_EPSILON, float(sensitivity) * int(splits) / MAX_SCALE)
+    return low, MAX_EPSILON
+
+
+def check_epsilon_range(
+    epsilon: object,
+    *,
+    mechanism: str,
+    sensitivity: float = 1.0,
+    splits: int = 1,
+    minimum: float | None = None,
+    why: str = "",
+    name: str = "epsilon",
+) -> float:
+    """Validate ε for one mechanism before any planning; return it as a float.
+
+    The shared check every mechanism can call first. It refuses, with an
+    :class:`~fugu.errors.InvalidParameterError` that names the working range:
+
+    * anything :func:`fugu.errors.check_epsilon` refuses (not a number, NaN, inf, <= 0, > 1000,
+      or below 2**-52);
+    * an ε so small that the noise scale ``sensitivity * splits / ε`` would exceed the samplers'
+      limit 2**52 (``splits``: how many parts the mechanism divides ε into, e.g. tree levels);
+    * an ε below a mechanism-specific ``minimum`` (give the reason in ``why``, e.g. "OLH needs
+      e^ε - 1 to be representable").
+
+    Parameters
+    ----------
+    epsilon : object
+        The user's ε.
+    mechanism : str
+        The mechanism's name, for the message.
+    sensitivity : float
+        The largest sensitivity one part's noise is calibrated to.
+    splits : int
+        Into how many equal parts ε is divided (sequential composition inside the mechanism).
+    minimum : float, optional
+        A mechanism-specific lower bound.
+    why : str
+        Why ``minimum`` applies.
+    name : str
+        The argument's name, for the message.
+
+    Examples
+    --------
+    >>> check_epsilon_range(0.5, mechanism="laplace")
+    0.5
+    >>> try:
+    ...     check_epsilon_range(1e-15, mechanism="hierarchical", sensitivity=1.0, splits=20)
+    ... except InvalidParameterError as e:
+    ...     print(str(e).split(":")[0])
+    epsilon=1e-15 is too small for hierarchical
+    """
+    eps = check_epsilon(epsilon, name)
+    low, high = epsilon_range(sensitivity, splits)
+    if minimum is not None and minimum > low:
+        low = float(minimum)
+    if eps < low:
+        reason = why or (
+            f"its noise scale {float(sensitivity) * int(splits) / eps:.3g} "
+            f"(sensitivity {sensitivity:g} x {int(splits)} part(s) / {name}) would exceed the "
+            f"samplers' limit 2**52"
+        )
+        raise InvalidParameterError(
+            f"{name}={eps!r} is too small for {mechanism}: {reason}; {mechanism} works with "
+            f"{name} from {low:.3g} to {high:g} (typical values are 0.1 to 2)"
+        )
+    return eps
 
 
 def start(

@@ -185,3 +185,56 @@ def test_adult_bundled() -> None:
     hist = Histogram.from_records(cols, adult_domain(list(ADULT_ATTRIBUTES)[:6]))
     assert hist.total() == 48_842
     assert set(cols["income"]) == {"<=50K", ">50K"}
+
+
+# int64 overflow (issue 14 item 9) ------------------------------------------------------------
+def _dom4() -> Domain:
+    return Domain([Ordinal("a", 0, 3)])
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [
+        np.array([2**64 - 1, 0, 0, 1], dtype=np.uint64),  # wrapped to -1 before
+        np.array([2**63, 0, 0, 0], dtype=np.uint64),  # wrapped to -2**63 before
+        np.array([2**63 - 1, 0, 0, 1], dtype=np.int64),  # wrapped to negative after noise before
+        np.array([2**53 + 1, 0, 0, 0], dtype=np.int64),
+        np.array([2.0**60, 0, 0, 0]),
+        [2**64 - 1, 0, 0, 0],
+    ],
+)
+def test_counts_too_large_to_represent_are_refused(counts: object) -> None:
+    with pytest.raises(fugu.InvalidParameterError, match=r"at most 2\*\*53"):
+        Histogram(counts, _dom4())
+
+
+def test_total_too_large_is_refused() -> None:
+    with pytest.raises(fugu.InvalidParameterError, match=r"add up to .* above 2\*\*53"):
+        Histogram(np.full(4, 2**52, dtype=np.int64), _dom4())
+
+
+def test_python_ints_beyond_uint64_are_refused_as_type() -> None:
+    with pytest.raises(fugu.InvalidTypeError, match="beyond the int64 range"):
+        Histogram([2**70, 0, 0, 0], _dom4())
+
+
+def test_largest_accepted_count_survives_noise_without_wrapping() -> None:
+    """2**53 records in one cell: the noisy answer stays near 2**53, never negative."""
+    hist = Histogram(np.array([2**53, 0, 0, 0], dtype=np.uint64), _dom4())
+    assert hist.counts.dtype == np.int64 and hist.counts[0] == 2**53
+    rel = fugu.central.laplace(hist, 2.2e-16 * 4, rng=fugu.RandomSource(seed=0))
+    assert rel.counts[0] > 0 and abs(rel.answer({"a": (0, 3)}) - 2**53) < 2**53
+    rel = fugu.central.laplace(hist, 1.0, rng=fugu.RandomSource(seed=0))
+    assert abs(rel.counts[0] - 2**53) < 100
+
+
+def test_uint64_counts_within_range_are_kept_exactly() -> None:
+    hist = Histogram(np.array([5, 0, 2**40, 1], dtype=np.uint64), _dom4())
+    assert hist.counts.tolist() == [5, 0, 2**40, 1]
+
+
+def test_uint64_records_out_of_domain_are_refused_not_wrapped() -> None:
+    with pytest.raises(fugu.DomainError, match="18446744073709551615"):
+        Histogram.from_records({"a": np.array([2**64 - 1, 2, 3], dtype=np.uint64)}, _dom4())
+    hist = Histogram.from_records({"a": np.array([1, 2, 3], dtype=np.uint64)}, _dom4())
+    assert hist.counts.tolist() == [0, 1, 1, 1]
