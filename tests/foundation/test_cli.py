@@ -176,7 +176,7 @@ def test_ledger_ties_blowfish_releases_to_one_policy(
     ]
     assert run(capsys, *base, "--policy", "line")[0] == 0
     code, _, err = run(capsys, *base, "--policy", "distance:theta=2")
-    assert code == 2 and "composes only under a common policy" in err
+    assert code == 2 and "compose only under a common policy" in err
     code, _, err = run(
         capsys, "release", "--attributes", "age", "--epsilon", "0.1", "--ledger", str(ledger)
     )

@@ -35,7 +35,8 @@ def test_cli_count_karate_json(capsys, tmp_path) -> None:
     assert main(["info", str(out)]) == 0
 
 
-def test_cli_edges_file_progress_and_errors(capsys, tmp_path) -> None:
+def test_cli_edges_file_progress_and_errors(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("fugu.cli._common.is_tty", lambda: True)  # progress: terminals only
     p = tmp_path / "g.txt"
     p.write_text("# SNAP\n0\t1\n1\t2\n0\t2\n2\t3\n3\t3\n")
     assert main(["graph", "count", "--edges", str(p), "--epsilon", "1", "--seed", "1"]) == 2

@@ -17,12 +17,18 @@ import click
 
 from ._common import (
     MECHANISMS,
+    accountant_for,
+    cells_records,
+    check_option_keys,
     domain_options,
     emit,
+    ledger_option,
     load_domain,
     load_histogram,
+    mechanism_list,
+    open_ledger,
+    release_text,
     seed_source,
-    table,
 )
 
 MODEL_MODULES = (
@@ -98,12 +104,19 @@ def _mechanism_names() -> list[str]:
     show_default=True,
 )
 @click.option("--seed", type=int, help="Reproducible, NOT private run.")
+@ledger_option
 @click.option(
-    "--ledger",
+    "--out",
     type=click.Path(dir_okay=False),
-    help="Budget ledger JSON; refuses a release over its total.",
+    help="Write the release here (.npz); without it the released cells are printed.",
 )
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the release here (.npz).")
+@click.option(
+    "--head",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Without --out: how many released cells to print (0: all).",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the mechanisms and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def release(
@@ -125,6 +138,7 @@ def release(
     seed: int | None,
     ledger: str | None,
     out: str | None,
+    head: int,
     list_only: bool,
     as_json: bool,
 ) -> None:
@@ -134,10 +148,7 @@ def release(
         emit(
             {n: MECHANISMS[n].summary for n in names},
             as_json,
-            lambda: table(
-                [[n, MECHANISMS[n].model, MECHANISMS[n].summary] for n in names],
-                ["mechanism", "model", "what"],
-            ),
+            lambda: mechanism_list(names),
         )
         return
     if epsilon is None:
@@ -146,60 +157,62 @@ def release(
         raise click.BadParameter(
             f"unknown mechanism {mechanism!r}; choose from {names}", param_hint="--mechanism"
         )
+    entry = MECHANISMS[mechanism]
     options: dict[str, Any] = {"neighbours": neighbours}
+    given: dict[str, str] = {}
     if policy is not None:
-        options["policy"] = policy
+        options["policy"], given["policy"] = policy, "--policy"
     if branching is not None:
-        options["branching"] = branching
+        options["branching"], given["branching"] = branching, "--branching"
     if plain is not None:
         options["plain"] = "auto" if plain == "auto" else [p for p in plain.split(",") if p]
+        given["plain"] = "--plain"
     for kv in extra:
         k, sep, v = kv.partition("=")
         if not sep:
             raise click.BadParameter(f"expected key=value, got {kv!r}", param_hint="--option")
-        options[k.strip()] = _parse_value(v.strip())
-    dom = load_domain(data, attributes, domain_file)
-    acct = _open_ledger(ledger)
+        key = k.strip().replace("-", "_")
+        options[key], given[key] = _parse_value(v.strip()), f"-o {kv}"
+    # Refuse what the mechanism would ignore, before any data is read or budget spent.
+    check_option_keys(
+        f"mechanism {mechanism!r}",
+        given,
+        {"neighbours": "--neighbours"}
+        | {k: _OPTION_FLAGS.get(k, f"-o {k}=...") for k in entry.options},
+    )
     engine_options: dict[str, Any] = {}
     if spark_master:
         if engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
         engine_options["master"] = spark_master
+    dom = load_domain(data, attributes, domain_file)
     if progress and data != "adult" and (engine or "numpy") == "numpy":
         engine_options["progress"] = True
+    if ledger and not Path(ledger).exists():
+        raise click.UsageError(
+            f"ledger {ledger!r} does not exist; create it with "
+            f"'fugu ledger init {ledger} --total EPS --model {entry.model}'"
+        )
     hist = load_histogram(data, dom, engine, out_of_domain, sql, **engine_options)
     rng = seed_source(seed)
-    entry = MECHANISMS[mechanism]
-    if acct is not None:
-        acct.spend(
+    what = f"{mechanism} release of {data} over {','.join(dom.names)}"
+    pol = options.get("policy") if entry.model == "blowfish" else None
+    with open_ledger(ledger, model=entry.model, policy=pol) as acct:
+        rel = entry.run(
+            hist,
             epsilon,
-            f"{mechanism} release of {data} over {','.join(dom.names)}",
-            model=entry.model,
-            policy=options.get("policy") if entry.model == "blowfish" else None,
+            options,
+            rng,
+            accountant=accountant_for(acct, epsilon, what, entry.model, pol),
         )
-    rel = entry.run(hist, epsilon, options, rng)
-    if acct is not None and ledger:
-        acct.save(ledger)
     path = rel.save(out) if out else None
     summary = rel.summary() | {"file": str(path) if path else None}
-    emit(
-        summary,
-        as_json,
-        lambda: rel.guarantee.describe() + (f"\nwritten to {path}" if path else ""),
-    )
+    if path is None:
+        summary["cells"] = cells_records(rel)
+    emit(summary, as_json, lambda: release_text(rel, path, ledger, head=head))
 
 
-def _open_ledger(path: str | None) -> Any:
-    if not path:
-        return None
-    from ..budget import Accountant
-
-    p = Path(path)
-    if not p.exists():
-        raise click.UsageError(
-            f"ledger {path!r} does not exist; create it with 'fugu ledger init {path} --total EPS'"
-        )
-    return Accountant.load(p)
+_OPTION_FLAGS = {"policy": "--policy", "branching": "--branching", "plain": "--plain"}
 
 
 def _parse_value(v: str) -> Any:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ class MechanismEntry:
     ``run(hist, epsilon, options, rng)`` returns a Release; ``options`` holds the CLI's
     mechanism options (``policy``, ``branching``, ``plain``, ``neighbours``, ...), already parsed.
     ``demo_options`` are used by ``fugu demo``; ``in_demo`` False keeps it out of the demo table.
+    ``options`` are the option keys ``run`` reads besides ``neighbours`` (which every cube
+    mechanism takes): ``fugu release`` refuses any other key before reading data or spending.
+    ``run`` also receives ``accountant=`` (a ledger's accountant, or None) to charge.
     """
 
     name: str
@@ -31,6 +36,7 @@ class MechanismEntry:
     summary: str
     demo_options: dict[str, Any] = field(default_factory=dict)
     in_demo: bool = True
+    options: tuple[str, ...] = ()
 
 
 MECHANISMS: dict[str, MechanismEntry] = {}
@@ -38,6 +44,74 @@ MECHANISMS: dict[str, MechanismEntry] = {}
 
 def register_mechanism(entry: MechanismEntry) -> None:
     MECHANISMS[entry.name] = entry
+
+
+# -- options: refuse what a mechanism would ignore ------------------------------------------------
+def check_option_keys(what: str, given: dict[str, str], valid: dict[str, str]) -> None:
+    """Refuse option keys ``what`` does not read, listing the valid ones (before any spending).
+
+    ``given`` maps each key to how the user wrote it (``-o branchng=4``, ``--policy``); ``valid``
+    maps each valid key to how to write it.
+    """
+    bad = [k for k in given if k not in valid]
+    if not bad:
+        return
+    lines = []
+    for k in bad:
+        close = difflib.get_close_matches(k, list(valid), n=1)
+        lines.append(
+            f"{what} does not take {given[k]}"
+            + (f" (did you mean {valid[close[0]]}?)" if close else "")
+        )
+    listed = f"its options: {', '.join(valid.values())}" if valid else "it takes no options"
+    raise click.UsageError("; ".join(lines) + f"; {listed}. Nothing was read or spent.")
+
+
+def explicit(ctx: click.Context, *names: str) -> list[str]:
+    """The parameters among ``names`` the user gave on the command line (not defaults)."""
+    from click.core import ParameterSource
+
+    out = []
+    for n in names:
+        src = ctx.get_parameter_source(n)
+        if src is not None and src not in (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+            out.append(n)
+    return out
+
+
+def refuse_unused(ctx: click.Context, unused: dict[str, str], why: str) -> None:
+    """Refuse options given explicitly that this run would ignore (``unused``: name -> flag)."""
+    given = explicit(ctx, *unused)
+    if given:
+        flags = ", ".join(unused[n] for n in given)
+        raise click.UsageError(f"{flags} {'has' if len(given) == 1 else 'have'} no effect {why}")
+
+
+# -- the budget ledger -----------------------------------------------------------------------------
+def ledger_option(fn: Any) -> Any:
+    """``--ledger FILE``: charge this release to a budget ledger (locked, refuses overspending)."""
+    return click.option(
+        "--ledger",
+        type=click.Path(dir_okay=False),
+        help="Budget ledger JSON (fugu ledger init): charged under a file lock; refuses a "
+        "release over its total or of another privacy model.",
+    )(fn)
+
+
+@contextmanager
+def open_ledger(path: str | None, *, model: str, policy: str | None = None) -> Iterator[Any]:
+    """The ledger's accountant under its exclusive lock (None without ``--ledger``).
+
+    Everything spent inside the block is written atomically when it exits; other processes
+    using the same ledger wait, so concurrent commands never overspend.
+    """
+    if not path:
+        yield None
+        return
+    from ..budget import ledger_file
+
+    with ledger_file(path, model=model, policy=policy) as acct:
+        yield acct
 
 
 # -- domains and data ----------------------------------------------------------------------------
@@ -138,6 +212,11 @@ def domain_options(
 
 
 # -- output ----------------------------------------------------------------------------------------
+def quiet_requested(quiet: bool = False) -> bool:
+    """Progress bars only on a terminal: quiet when stderr is piped or with ``--quiet``."""
+    return quiet or not is_tty()
+
+
 def emit(obj: Any, as_json: bool, text: str | Callable[[], str]) -> None:
     if as_json:
         click.echo(json.dumps(obj, indent=2, default=str))
@@ -174,3 +253,110 @@ def seed_source(seed: int | None) -> Any:
 
 def is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+# -- releases: what a command prints when it does not save -----------------------------------------
+def accountant_for(acct: Any, epsilon: float, what: str, model: str, policy: str | None) -> Any:
+    """The accountant a mechanism should charge, or None after charging it here.
+
+    A Blowfish ledger made with ``fugu ledger init --policy SPEC`` records the policy as the user
+    wrote it, which :func:`fugu.budget.ledger_file` has already compared with ``--policy``; the
+    Python mechanisms name a policy with a digest of its domain, so the CLI charges such a ledger
+    itself (same ε, same model) instead of passing it down.
+    """
+    if acct is None:
+        return None
+    if policy is not None and acct.budget.policy is not None:
+        acct.spend(epsilon, what, model=model)
+        return None
+    return acct
+
+
+def ledger_line(path: str | None) -> str:
+    """``ledger L.json: spent 0.5 of 2, 1.5 remains`` (read after the locked block wrote it)."""
+    if not path:
+        return ""
+    from ..budget import Accountant
+
+    acct = Accountant.load(path)
+    return (
+        f"ledger {path}: spent {acct.spent:g} of {acct.budget.epsilon:g} "
+        f"({acct.budget.model}), {acct.remaining:g} remains"
+    )
+
+
+def _cells(rel: Any, limit: int | None) -> tuple[list[str], list[list[Any]], int] | None:
+    """(header, rows, number of cells) of a release's dense counts, or None if it has none."""
+    import numpy as np
+
+    dom = getattr(rel, "domain", None)
+    try:
+        counts = np.asarray(rel.counts, dtype=np.float64).ravel()
+    except (NotImplementedError, AttributeError, TypeError):
+        return None
+    if dom is None or counts.size != dom.size:
+        return None
+    n = counts.size
+    idx = np.arange(n if not limit else min(limit, n))
+    codes = np.stack(np.unravel_index(idx, dom.shape), axis=1) if idx.size else np.zeros((0, 0))
+    labels = [a.labels for a in dom.attributes]
+    rows = [
+        [*(labels[j][int(c[j])] for j in range(dom.ndim)), _number(float(counts[i]))]
+        for i, c in zip(idx, codes, strict=True)
+    ]
+    return [*dom.names, "noisy count"], rows, n
+
+
+def _number(x: float) -> int | float:
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x
+
+
+def cells_records(rel: Any) -> list[dict[str, Any]] | None:
+    """Every released cell as ``{attribute: label, ..., "count": value}`` (JSON output)."""
+    got = _cells(rel, None)
+    if got is None:
+        return None
+    header, rows, _ = got
+    return [dict(zip([*header[:-1], "count"], r, strict=True)) for r in rows]
+
+
+def release_text(rel: Any, path: Any, ledger: str | None, *, head: int = 20) -> str:
+    """What a release command prints: the guarantee, then where it went or the released cells."""
+    lines = [rel.guarantee.describe()]
+    if path:
+        lines.append(f"written to {path}")
+    else:
+        got = _cells(rel, head or None)
+        if got is None:
+            lines.append(f"released: {rel!r}")
+        else:
+            header, rows, n = got
+            lines.append("")
+            lines.append(table(rows, header))
+            if len(rows) < n:
+                lines.append(
+                    f"... {len(rows):,} of {n:,} cells shown: --head 0 shows all; --out FILE.npz "
+                    f"saves the release"
+                )
+    if ledger:
+        lines.append(ledger_line(ledger))
+    return "\n".join(lines)
+
+
+def mechanism_list(names: list[str], width: int = 100) -> str:
+    """``fugu release --list``: mechanism, model and description, wrapped to ``width`` columns."""
+    import textwrap
+
+    first = max([len("mechanism"), *(len(n) for n in names)])
+    second = max([len("model"), *(len(MECHANISMS[n].model) for n in names)])
+    room = max(20, width - first - second - 4)
+    out = [
+        f"{'mechanism'.ljust(first)}  {'model'.ljust(second)}  what",
+        f"{'-' * first}  {'-' * second}  {'-' * min(room, 40)}",
+    ]
+    for n in names:
+        e = MECHANISMS[n]
+        parts = textwrap.wrap(e.summary, room) or [""]
+        out.append(f"{n.ljust(first)}  {e.model.ljust(second)}  {parts[0]}")
+        out += [" " * (first + second + 4) + p for p in parts[1:]]
+    return "\n".join(out)

@@ -7,10 +7,18 @@ from typing import Any
 from ._common import MechanismEntry, register_mechanism
 
 
-def _laplace(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _laplace(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..central import laplace
 
-    return laplace(hist, epsilon, neighbours=options.get("neighbours", "replace"), rng=rng)
+    return laplace(
+        hist,
+        epsilon,
+        neighbours=options.get("neighbours", "replace"),
+        rng=rng,
+        accountant=accountant,
+    )
 
 
 register_mechanism(

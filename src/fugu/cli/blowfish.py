@@ -35,15 +35,24 @@ def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
     return bool(v)
 
 
-def _ordered(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _ordered(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..blowfish import ordered
 
     return ordered(
-        hist, epsilon, _policy(hist, options), inference=_bool(options, "inference", False), rng=rng
+        hist,
+        epsilon,
+        _policy(hist, options),
+        inference=_bool(options, "inference", False),
+        rng=rng,
+        accountant=accountant,
     )
 
 
-def _ordered_hierarchical(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _ordered_hierarchical(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..blowfish import ordered_hierarchical
 
     fanout = options.get("fanout", options.get("branching"))
@@ -56,13 +65,16 @@ def _ordered_hierarchical(hist: Any, epsilon: float, options: dict[str, Any], rn
         eps_split=None if options.get("eps_split") is None else float(options["eps_split"]),
         consistency=_bool(options, "consistency", True),
         rng=rng,
+        accountant=accountant,
     )
 
 
-def _blowfish_laplace(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _blowfish_laplace(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..blowfish import laplace
 
-    return laplace(hist, epsilon, _policy(hist, options), rng=rng)
+    return laplace(hist, epsilon, _policy(hist, options), rng=rng, accountant=accountant)
 
 
 register_mechanism(
@@ -73,6 +85,7 @@ register_mechanism(
         "Blowfish Ordered Mechanism: noisy cumulative histogram, one ordered attribute "
         "(--policy line|'distance:theta=k'; -o inference=true)",
         in_demo=False,
+        options=("policy", "inference"),
     )
 )
 register_mechanism(
@@ -81,8 +94,9 @@ register_mechanism(
         _ordered_hierarchical,
         "blowfish",
         "Blowfish Ordered Hierarchical: cumulative counts per block + trees "
-        "(-o fanout=, -o height=, -o eps_split=)",
+        "(--policy; -o fanout=, -o height=, -o eps_split=, -o consistency=false)",
         in_demo=False,
+        options=("policy", "fanout", "branching", "height", "eps_split", "consistency"),
     )
 )
 register_mechanism(
@@ -90,9 +104,10 @@ register_mechanism(
         "blowfish-laplace",
         _blowfish_laplace,
         "blowfish",
-        "Laplace noise at the policy-specific sensitivity S(h, P)/epsilon",
+        "Laplace noise at the policy-specific sensitivity S(h, P)/epsilon (--policy)",
         demo_options={"policy": "attribute"},
         in_demo=False,
+        options=("policy",),
     )
 )
 

@@ -21,7 +21,9 @@ def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
     return bool(v)
 
 
-def _hierarchical(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _hierarchical(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..central import hierarchical
 
     return hierarchical(
@@ -34,10 +36,13 @@ def _hierarchical(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) 
         flat=[f for f in str(options["flat"]).split(",") if f] if options.get("flat") else None,
         neighbours=options.get("neighbours", "replace"),
         rng=rng,
+        accountant=accountant,
     )
 
 
-def _privelet(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _privelet(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..central import privelet
 
     return privelet(
@@ -46,10 +51,13 @@ def _privelet(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> A
         plain=options.get("plain"),
         neighbours=options.get("neighbours", "replace"),
         rng=rng,
+        accountant=accountant,
     )
 
 
-def _privelet_plus(hist: Any, epsilon: float, options: dict[str, Any], rng: Any) -> Any:
+def _privelet_plus(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
     from ..central import privelet
 
     return privelet(
@@ -58,6 +66,7 @@ def _privelet_plus(hist: Any, epsilon: float, options: dict[str, Any], rng: Any)
         plain=options.get("plain", "auto"),
         neighbours=options.get("neighbours", "replace"),
         rng=rng,
+        accountant=accountant,
     )
 
 
@@ -66,12 +75,18 @@ register_mechanism(
         "hierarchical",
         _hierarchical,
         "central-dp",
-        "b-ary trees + least squares (-o budget=geometric, -o consistency=false, -o flat=sex)",
+        "b-ary trees + least squares (--branching B, -o budget=geometric, "
+        "-o consistency=false, -o nonnegative=true, -o flat=sex)",
+        options=("branching", "budget", "consistency", "nonnegative", "flat"),
     )
 )
 register_mechanism(
     MechanismEntry(
-        "privelet", _privelet, "central-dp", "Privelet: Haar / nominal wavelets on every attribute"
+        "privelet",
+        _privelet,
+        "central-dp",
+        "Privelet: Haar / nominal wavelets on every attribute (--plain names)",
+        options=("plain",),
     )
 )
 register_mechanism(
@@ -81,6 +96,7 @@ register_mechanism(
         "central-dp",
         "Privelet+: wavelets except on small attributes (--plain auto|names)",
         demo_options={"plain": "auto"},
+        options=("plain",),
     )
 )
 

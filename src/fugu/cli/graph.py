@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from ._common import emit, seed_source, table
+from ._common import (
+    emit,
+    ledger_line,
+    ledger_option,
+    open_ledger,
+    quiet_requested,
+    refuse_unused,
+    seed_source,
+    table,
+)
 
 GRAPHS = ("karate", "lesmis", "florentine", "davis")
 
@@ -30,6 +39,15 @@ def _load(edges: str | None, graph: str | None, drop_self_loops: bool) -> Any:
     }
     G = loaders[str(graph)]()
     return nx.Graph(G)  # drop weights/attributes' multigraph-ness if any
+
+
+def _nonnegative(rel: Any) -> Any:
+    """``--nonnegative``: fugu.graph's recorded clamp at 0 (post-processing)."""
+    try:
+        from ..graph.recursive import nonnegative_release
+    except ImportError:  # pragma: no cover - an older fugu.graph
+        raise click.UsageError("--nonnegative needs fugu.graph's nonnegative_release") from None
+    return nonnegative_release(rel)
 
 
 def register(cli: click.Group) -> None:
@@ -76,7 +94,7 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--beta", type=float, help="β (default ε/5).")
     @click.option("--mu", type=float, help="μ (default 1 node, 0.5 edge).")
-    @click.option("--theta", type=float, default=1.0, show_default=True)
+    @click.option("--theta", type=float, help="θ of the recursive mechanism (default 1).")
     @click.option(
         "--solver",
         type=click.Choice(["clarabel", "highs-ipm", "highs-ds", "highs"]),
@@ -87,11 +105,26 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--drop-self-loops", is_flag=True, help="Drop self-loops in --edges instead of refusing."
     )
+    @click.option(
+        "--nonnegative",
+        is_flag=True,
+        help="Clamp a negative estimate at 0 (post-processing, no privacy cost, recorded).",
+    )
     @click.option("--seed", type=int, help="Reproducible, NOT private run.")
-    @click.option("--no-progress", is_flag=True, help="No progress display on stderr.")
+    @ledger_option
+    @click.option(
+        "--quiet",
+        "-q",
+        "--no-progress",
+        "quiet",
+        is_flag=True,
+        help="No progress display on stderr (it is off anyway when stderr is not a terminal).",
+    )
     @click.option("--out", type=click.Path(dir_okay=False), help="Write the release here (.npz).")
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_context
     def count_cmd(
+        ctx: click.Context,
         edges: str | None,
         graph_name: str | None,
         pattern: str,
@@ -102,52 +135,74 @@ def register(cli: click.Group) -> None:
         degree_bound: int | None,
         beta: float | None,
         mu: float | None,
-        theta: float,
+        theta: float | None,
         solver: str,
         drop_self_loops: bool,
+        nonnegative: bool,
         seed: int | None,
-        no_progress: bool,
+        ledger: str | None,
+        quiet: bool,
         out: str | None,
         as_json: bool,
     ) -> None:
         """Release a privately counted number of PATTERN occurrences."""
         from ..graph import count, laplace_count, smooth_triangle_count
 
+        # Options the chosen mechanism would ignore are refused before anything is read or spent.
+        recursive_only = {"beta": "--beta", "mu": "--mu", "theta": "--theta", "solver": "--solver"}
+        if mechanism != "recursive":
+            refuse_unused(ctx, recursive_only, f"with --mechanism {mechanism} (recursive only)")
+        if mechanism != "laplace":
+            refuse_unused(
+                ctx, {"degree_bound": "--degree-bound"}, f"with --mechanism {mechanism} (laplace)"
+            )
+        if mechanism == "smooth" and (pattern != "triangle" or unit != "edge"):
+            raise click.BadParameter(
+                f"the smooth-sensitivity baseline counts triangles under edge privacy, got "
+                f"--pattern {pattern} --unit {unit}; use --pattern triangle --unit edge or "
+                f"another --mechanism",
+                param_hint="--mechanism",
+            )
         G = _load(edges, graph_name, drop_self_loops)
         rng = seed_source(seed)
-        show = not no_progress and not as_json
+        show = not quiet_requested(quiet) and not as_json
         t0 = time.perf_counter()
         if show:
             click.echo(
                 f"enumerating {pattern} occurrences, then solving linear programs ...", err=True
             )
-        if mechanism == "smooth":
-            if pattern != "triangle" or unit != "edge":
-                raise click.BadParameter(
-                    f"the smooth-sensitivity baseline counts triangles under edge privacy, got "
-                    f"--pattern {pattern} --unit {unit}; use --pattern triangle --unit edge or "
-                    f"another --mechanism",
-                    param_hint="--mechanism",
+        model = f"{unit}-dp"
+        with open_ledger(ledger, model=model) as acct:
+            if mechanism == "smooth":
+                rel = smooth_triangle_count(G, epsilon, rng=rng, accountant=acct)
+            elif mechanism == "laplace":
+                rel = laplace_count(
+                    G,
+                    pattern,
+                    epsilon,
+                    unit=unit,
+                    rng=rng,
+                    k=k,
+                    degree_bound=degree_bound,
+                    accountant=acct,
                 )
-            rel = smooth_triangle_count(G, epsilon, rng=rng)
-        elif mechanism == "laplace":
-            rel = laplace_count(
-                G, pattern, epsilon, unit=unit, rng=rng, k=k, degree_bound=degree_bound
-            )
-        else:
-            rel = count(
-                G,
-                pattern,
-                epsilon,
-                unit=unit,
-                rng=rng,
-                k=k,
-                beta=beta,
-                mu=mu,
-                theta=theta,
-                method=solver,
-                progress=show and sys.stderr is not None,
-            )
+            else:
+                rel = count(
+                    G,
+                    pattern,
+                    epsilon,
+                    unit=unit,
+                    rng=rng,
+                    k=k,
+                    beta=beta,
+                    mu=mu,
+                    theta=1.0 if theta is None else theta,
+                    method=solver,
+                    progress=show and sys.stderr is not None,
+                    accountant=acct,
+                )
+        if nonnegative:
+            rel = _nonnegative(rel)
         seconds = time.perf_counter() - t0
         path = rel.save(out) if out else None
         # Running time depends on the data (number of LPs): shown to the operator on stderr only,
@@ -170,6 +225,8 @@ def register(cli: click.Group) -> None:
                 )
             if path:
                 lines.append(f"written to {path}")
+            if ledger:
+                lines.append(ledger_line(ledger))
             return "\n".join(lines)
 
         emit(summary, as_json, text)

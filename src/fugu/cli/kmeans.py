@@ -9,7 +9,17 @@ from typing import Any
 import click
 import numpy as np
 
-from ._common import emit, parse_attribute, seed_source, table
+from ._common import (
+    accountant_for,
+    emit,
+    ledger_line,
+    ledger_option,
+    open_ledger,
+    parse_attribute,
+    refuse_unused,
+    seed_source,
+    table,
+)
 
 
 def _read_columns(path: str, names: list[str]) -> np.ndarray:
@@ -123,8 +133,11 @@ def register(cli: click.Group) -> None:
         show_default=True,
         help="Repetitions per ε in --report.",
     )
+    @ledger_option
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_context
     def kmeans(
+        ctx: click.Context,
         data: str,
         columns: tuple[str, ...],
         domain_file: str | None,
@@ -141,11 +154,14 @@ def register(cli: click.Group) -> None:
         out: str | None,
         report_path: str | None,
         repetitions: int,
+        ledger: str | None,
         as_json: bool,
     ) -> None:
         """Private k-means centres of the points in DATA (ε-DP or a Blowfish policy)."""
         from ..blowfish.kmeans import KMeans
 
+        if not report_path:
+            refuse_unused(ctx, {"repetitions": "--repetitions"}, "without --report")
         dom = _domain(columns, domain_file)
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
@@ -153,21 +169,27 @@ def register(cli: click.Group) -> None:
         # With an engine the file is counted partition by partition, never loaded whole; the
         # objective-ratio report needs the points themselves, so it reads them.
         X: Any = _read_columns(data, list(dom.names)) if engine is None or report_path else None
-        km = KMeans(
-            k,
-            epsilon,
-            policy=policy,
-            n_iter=iterations,
-            rng=seed_source(seed),
-            domain=dom,
-            clip=clip,
-            size_fraction=size_fraction,
-            sensitivity=sensitivity,
-        )
-        if engine is None:
-            km.fit(X)
-        else:
-            km.fit(data, engine=engine, **engine_options)
+        model = "central-dp" if policy is None else "blowfish"
+        rng = seed_source(seed)
+        with open_ledger(ledger, model=model, policy=policy) as acct:
+            km = KMeans(
+                k,
+                epsilon,
+                policy=policy,
+                n_iter=iterations,
+                rng=rng,
+                domain=dom,
+                clip=clip,
+                size_fraction=size_fraction,
+                sensitivity=sensitivity,
+                accountant=accountant_for(
+                    acct, epsilon, f"k-means (k={k}) of {data}", model, policy
+                ),
+            )
+            if engine is None:
+                km.fit(X)
+            else:
+                km.fit(data, engine=engine, **engine_options)
         centres = km.cluster_centers_
         names = list(dom.names)
         g = km.guarantee_
@@ -193,6 +215,8 @@ def register(cli: click.Group) -> None:
                 lines.append(f"centres written to {path}")
             if report_path:
                 lines.append(f"report written to {report_path}")
+            if ledger:
+                lines.append(ledger_line(ledger))
             return "\n".join(lines)
 
         emit(result, as_json, text)

@@ -15,7 +15,20 @@ from typing import Any
 import click
 import numpy as np
 
-from ._common import emit, load_domain, seed_source, table
+from ._common import (
+    check_option_keys,
+    emit,
+    ledger_line,
+    ledger_option,
+    load_domain,
+    open_ledger,
+    quiet_requested,
+    refuse_unused,
+    seed_source,
+    table,
+)
+
+DEFAULT_METHODS = "hdg,tdg,hio,lhio,calm,msw,uni"
 
 
 def _methods() -> dict[str, Any]:
@@ -25,9 +38,15 @@ def _methods() -> dict[str, Any]:
 
 
 def _parse_options(items: tuple[str, ...]) -> dict[str, Any]:
+    return _parse_options_given(items)[0]
+
+
+def _parse_options_given(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``-o key=value`` items as (options, how each key was written)."""
     from ..errors import InvalidParameterError
 
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for item in items:
         key, sep, val = item.partition("=")
         if not sep:
@@ -39,8 +58,20 @@ def _parse_options(items: tuple[str, ...]) -> dict[str, Any]:
                 break
             except ValueError:
                 continue
-        out[key.strip().replace("-", "_")] = v
-    return out
+        k = key.strip().replace("-", "_")
+        out[k], given[k] = v, f"-o {item}"
+    return out, given
+
+
+def _check_method_options(method: str, given: dict[str, str]) -> None:
+    """Refuse -o keys the method's constructor does not take (before anything is spent)."""
+    import inspect
+
+    cls = _methods().get(method.lower())
+    if cls is None:
+        return  # _make names the valid methods
+    keys = [p for p in inspect.signature(cls).parameters if p not in ("domain", "epsilon")]
+    check_option_keys(f"LDP method {method!r}", given, {k: f"-o {k}=..." for k in keys})
 
 
 def _make(method: str, domain: Any, epsilon: float, options: dict[str, Any]) -> Any:
@@ -110,7 +141,7 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--method",
         "-m",
-        default="hio,lhio,calm,msw,uni",
+        default=DEFAULT_METHODS,
         show_default=True,
         help="Comma list of methods (see 'fugu ldp methods').",
     )
@@ -146,8 +177,11 @@ def register(cli: click.Group) -> None:
         show_default=True,
         help="The ε values the report sweeps.",
     )
+    @click.option("--quiet", "-q", is_flag=True, help="No progress display on stderr.")
     @click.option("--json", "as_json", is_flag=True)
+    @click.pass_context
     def simulate(
+        ctx: click.Context,
         data: str,
         attributes: tuple[str, ...],
         domain_file: str | None,
@@ -164,12 +198,32 @@ def register(cli: click.Group) -> None:
         seed: int | None,
         report_path: str | None,
         report_epsilons: str,
+        quiet: bool,
         as_json: bool,
     ) -> None:
-        """Run client and server of each method on DATA; print the MAE of λ-D range queries."""
+        """Run client and server of each method on DATA; print the MAE of λ-D range queries.
+
+        An experiment for the data owner: it compares with the exact answers, so its output is
+        not a private release (and charges no ledger); use perturb / aggregate for releases.
+        """
         from ..datasets import correlated_gaussian, synthetic_domain
         from ..queries import random_workload
 
+        synthetic_only = {"n_users": "--n", "d": "--d", "c": "--c", "rho": "--rho"}
+        if data == "synthetic":
+            refuse_unused(
+                ctx,
+                {"attributes": "--attributes", "domain_file": "--domain"},
+                "with --data synthetic (its domain is --d attributes of --c values)",
+            )
+        else:
+            refuse_unused(ctx, synthetic_only, "with a data file (they shape --data synthetic)")
+        if not report_path:
+            refuse_unused(ctx, {"report_epsilons": "--report-epsilons"}, "without --report")
+        names = [m.strip() for m in method.split(",") if m.strip()]
+        options, given = _parse_options_given(extra)
+        for name in names:
+            _check_method_options(name, given)
         if data == "synthetic":
             domain = synthetic_domain(d, c)
             records = correlated_gaussian(n_users, d, c, rho=rho, seed=0 if seed is None else seed)
@@ -181,10 +235,12 @@ def register(cli: click.Group) -> None:
         wl = random_workload(domain, n_queries, n_predicates=lam, volume=omega, seed=seed)
         truth = _exact_answers(codes, wl.bounds(domain))
         rng = seed_source(seed)
-        options = _parse_options(extra)
         rows, out = [], {}
-        for name in [m.strip() for m in method.split(",") if m.strip()]:
-            proto = _make(name, domain, epsilon, options)
+        protos = [_make(name, domain, epsilon, options) for name in names]
+        bar = _progress(len(protos), "methods", quiet)
+        for name, proto in zip(names, protos, strict=True):
+            if bar is not None:
+                bar.set_postfix_str(name)
             t = time.perf_counter()
             rel = proto.simulate(codes, rng=rng)
             est = rel.answer_many(wl)
@@ -192,6 +248,10 @@ def register(cli: click.Group) -> None:
             mae = float(np.mean(np.abs(est - truth)) / n)
             out[name] = {"mae": mae, "seconds": secs}
             rows.append([name, f"{mae:.5f}", f"{secs:.2f}"])
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
         header = (
             f"n = {n:,}, d = {domain.ndim}, epsilon = {epsilon:g}, lambda = {lam}, "
             f"omega = {omega:g}, {n_queries} queries; MAE as a fraction of n"
@@ -201,7 +261,6 @@ def register(cli: click.Group) -> None:
             from ..ldp.grids import range_report
 
             eps_list = [float(e) for e in report_epsilons.split(",") if e.strip()]
-            names = [m.strip() for m in method.split(",") if m.strip()]
             rep = range_report(
                 domain,
                 records,
@@ -245,6 +304,7 @@ def register(cli: click.Group) -> None:
         help="Reports file: .jsonl, .parquet or .arrow.",
     )
     @click.option("--seed", type=int, help="Reproducible, NOT private run.")
+    @ledger_option
     def perturb(
         data: str,
         attributes: tuple[str, ...],
@@ -254,16 +314,29 @@ def register(cli: click.Group) -> None:
         extra: tuple[str, ...],
         out: str,
         seed: int | None,
+        ledger: str | None,
     ) -> None:
-        """Client side: randomise every record of DATA into a report file."""
+        """Client side: randomise every record of DATA into a report file.
+
+        With --ledger this is where the users' privacy is spent: ε per user, charged (model
+        ldp) before any record is randomised.
+        """
+        options, given = _parse_options_given(extra)
+        _check_method_options(method, given)
         domain = load_domain(data, attributes, domain_file)
-        proto = _make(method, domain, epsilon, _parse_options(extra))
+        proto = _make(method, domain, epsilon, options)
         records = _read_records(data, domain)
-        reports = proto.client(seed_source(seed)).perturb(records)
+        rng = seed_source(seed)
+        with open_ledger(ledger, model="ldp") as acct:
+            if acct is not None:  # fugu.ldp clients take no accountant: charged here, first
+                acct.spend(proto.epsilon, f"{proto.name} reports of {data}", model="ldp")
+            reports = proto.client(rng).perturb(records)
         path = reports.save(out)
         click.echo(
             f"wrote {reports.n:,} {proto.name} reports (epsilon = {proto.epsilon:g}) to {path}"
         )
+        if ledger:
+            click.echo(ledger_line(ledger))
 
     @ldp.command("aggregate")
     @click.argument("reports", nargs=-1, required=True, type=click.Path(dir_okay=False))
@@ -274,22 +347,58 @@ def register(cli: click.Group) -> None:
         help="Stream the report files through this engine instead of loading them whole.",
     )
     @click.option("--spark-master", help="Spark master URL for --engine spark.")
+    @ledger_option
     @click.option("--json", "as_json", is_flag=True)
     def aggregate(
         reports: tuple[str, ...],
         out: str | None,
         engine: str | None,
         spark_master: str | None,
+        ledger: str | None,
         as_json: bool,
     ) -> None:
-        """Server side: validate and aggregate REPORTS files (one protocol) into a release."""
-        from ..ldp import Reports, protocol_from_header
+        """Server side: validate and aggregate REPORTS files (one protocol) into a release.
 
+        Without --out the estimates are printed. With --ledger the reports' ε is charged (model
+        ldp) before they are read: use it when the ledger tracks what the server publishes
+        about these users, and put --ledger on perturb OR aggregate of one batch, not both.
+        """
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
+        with open_ledger(ledger, model="ldp") as acct:
+            proto, agg = _aggregate(reports, engine, spark_master, acct)
+        rel = agg.estimate()
+        info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
+        if out:
+            info["release"] = str(rel.save(out))
+        else:
+            info["estimates"] = _estimates(rel, None)
+
+        def text() -> str:
+            rej = ", ".join(f"{k}: {v}" for k, v in sorted(agg.rejected.items())) or "none"
+            lines = [
+                f"{proto.name}: {agg.n_accepted:,} reports accepted, rejected: {rej}",
+                rel.guarantee.describe(),
+            ]
+            if out:
+                lines.append(f"release written to {info['release']}")
+            else:
+                lines.append(_estimates_text(rel))
+            if ledger:
+                lines.append(ledger_line(ledger))
+            return "\n".join(lines)
+
+        emit(info, as_json, text)
+
+    def _aggregate(
+        reports: tuple[str, ...], engine: str | None, spark_master: str | None, acct: Any
+    ) -> tuple[Any, Any]:
+        from ..ldp import Reports, protocol_from_header
+
         if engine is None:
             batches = [Reports.load(p) for p in reports]
             proto = protocol_from_header(batches[0].header())
+            _charge(acct, proto, reports)
             agg = proto.aggregator()
             for b in batches:
                 agg.add(b)
@@ -300,27 +409,50 @@ def register(cli: click.Group) -> None:
             if header is None:  # JSON lines carry their header on the first line
                 header = Reports.load(reports[0]).header()
             proto = protocol_from_header(header)
+            _charge(acct, proto, reports)
             opts: dict[str, Any] = {"master": spark_master} if spark_master else {}
             agg = proto.aggregator()
             for p in reports:
                 part = proto.aggregator_for(p, engine=engine, **opts)
                 agg.merge(part)
-        rel = agg.estimate()
-        info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
-        if out:
-            info["release"] = str(rel.save(out))
+        return proto, agg
 
-        def text() -> str:
-            rej = ", ".join(f"{k}: {v}" for k, v in sorted(agg.rejected.items())) or "none"
-            lines = [
-                f"{proto.name}: {agg.n_accepted:,} reports accepted, rejected: {rej}",
-                rel.guarantee.describe(),
-            ]
-            if out:
-                lines.append(f"release written to {info['release']}")
-            return "\n".join(lines)
 
-        emit(info, as_json, text)
+def _charge(acct: Any, proto: Any, reports: tuple[str, ...]) -> None:
+    """fugu.ldp aggregators take no accountant: the CLI charges the reports' ε first."""
+    if acct is not None:
+        acct.spend(proto.epsilon, f"{proto.name} estimates from {', '.join(reports)}", model="ldp")
+
+
+def _progress(total: int, unit: str, quiet: bool) -> Any:
+    """A tqdm bar on stderr when it is a terminal (None when piped or --quiet)."""
+    if quiet_requested(quiet):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit=unit, leave=False)
+
+
+def _estimates(rel: Any, limit: int | None) -> list[dict[str, Any]] | None:
+    from ._common import cells_records
+
+    return cells_records(rel) if limit is None else None
+
+
+def _estimates_text(rel: Any, head: int = 20) -> str:
+    """The released estimates (head) when aggregate is not asked to save them."""
+    from ._common import _cells
+
+    got = _cells(rel, head)
+    if got is None:
+        return f"released: {rel!r} (use --out FILE.npz to save it)"
+    header, rows, n = got
+    more = (
+        f"\n... {len(rows):,} of {n:,} cells shown; --out FILE.npz saves the release"
+        if (len(rows) < n)
+        else ""
+    )
+    return table(rows, header) + more
 
 
 def _exact_answers(codes: np.ndarray, bounds: np.ndarray) -> np.ndarray:
