@@ -56,6 +56,10 @@ class LedgerError(FileFormatError):
     """A budget ledger file is missing, corrupt, locked unsafely or tracks another model."""
 
 
+class MissingDependencyError(FuguError, ImportError):
+    """An optional package (pandas, polars, ...) is needed for this call and is not installed."""
+
+
 class PrivacyLeakWarning(UserWarning):
     """An operation would weaken the stated guarantee (for example a seeded, non-private source)."""
 

@@ -249,6 +249,13 @@ class Workload(Sequence[RangeQuery]):
         """Exact answers on a dense cube."""
         return PrefixSums(np.asarray(cube)).answer(self.bounds(domain))
 
+    def __repr__(self) -> str:
+        n = len(self)
+        shown = ", ".join(str(self[i]) for i in range(min(n, 2)))
+        more = ", ..." if n > 2 else ""
+        body = f": {shown}{more}" if n else ""
+        return f"Workload({n} quer{'y' if n == 1 else 'ies'}{body})"
+
 
 def _query_from_bounds(b: NDArray[np.int64], domain: Domain) -> RangeQuery:
     conds: dict[str, Condition] = {}
@@ -285,6 +292,9 @@ class PrefixSums:
             np.cumsum(table, axis=ax, out=table)
         self.table = table
         self.ndim = arr.ndim
+
+    def __repr__(self) -> str:
+        return f"PrefixSums(shape={tuple(s - 1 for s in self.table.shape)})"
 
     def answer(self, bounds: ArrayLike) -> NDArray[np.float64]:
         """Sums over half-open boxes, ``bounds`` of shape (m, d, 2)."""

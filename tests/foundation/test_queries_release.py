@@ -178,3 +178,92 @@ def test_laplace_bad_epsilon(bad: object) -> None:
 def test_laplace_rejects_non_histogram() -> None:
     with pytest.raises(fugu.InvalidTypeError, match="fugu.Histogram"):
         fugu.central.laplace(np.array([1, 2]), 1.0)  # type: ignore[arg-type]
+
+
+# tables (issue 17 item 5) and one-line reprs (item 6) ----------------------------------------
+def _rel3(mech: str = "laplace") -> fugu.Release:
+    dom = Domain(
+        [
+            Ordinal("age", 0, 4),
+            Nominal("sex", ["F", "M"]),
+            Ordinal("inc", 0, 100, edges=[0, 10, 50, 100]),
+        ]
+    )
+    hist = Histogram(np.arange(30).reshape(dom.shape), dom)
+    return getattr(fugu.central, mech)(hist, 1.0, rng=RandomSource(seed=4))
+
+
+@pytest.mark.parametrize("mech", ["laplace", "hierarchical", "privelet"])
+def test_to_arrow_one_row_per_cell_with_labels_and_errors(mech: str) -> None:
+    rel = _rel3(mech)
+    t = rel.to_arrow()
+    assert t.column_names == ["age", "sex", "inc", "count", "expected_error"]
+    assert t.num_rows == 30
+    np.testing.assert_array_equal(t.column("count").to_numpy(), rel.counts.reshape(-1))
+    assert t.column("age").to_pylist()[:7] == [0, 0, 0, 0, 0, 0, 1]
+    assert t.column("sex").to_pylist()[:6] == ["F", "F", "F", "M", "M", "M"]
+    assert t.column("inc").to_pylist()[:3] == ["[0, 10)", "[10, 50)", "[50, 100]"]
+    # per-cell error equals expected_error of the one-cell query
+    row = 3 * 6 + 3 + 1
+    q = RangeQuery(age=(3, 3), sex="M", inc=("[10, 50)", "[10, 50)"))
+    assert t.column("expected_error")[row].as_py() == pytest.approx(rel.expected_error(q))
+    assert t.column("count")[row].as_py() == pytest.approx(rel.answer(q))
+
+
+def test_to_pandas_and_polars_match_arrow() -> None:
+    rel = _rel3()
+    df = rel.to_pandas()
+    assert list(df.columns) == ["age", "sex", "inc", "count", "expected_error"]
+    assert str(df["sex"].dtype) == "category"
+    np.testing.assert_array_equal(df["count"].to_numpy(), rel.counts.reshape(-1))
+    pl_df = rel.to_polars()
+    assert pl_df.columns == list(df.columns)
+    np.testing.assert_array_equal(pl_df["count"].to_numpy(), rel.counts.reshape(-1))
+
+
+def test_unknown_error_is_null_and_names_do_not_clash() -> None:
+    dom = Domain([Ordinal("count", 0, 2)])
+    rel = fugu.central.laplace(Histogram([1, 2, 3], dom), 1.0, rng=RandomSource(seed=0))
+    t = rel.nonnegative().to_arrow()
+    assert t.column_names == ["count", "count_", "expected_error"]
+    assert t.column("expected_error").null_count == 3
+
+
+def test_answer_many_frames_keep_the_array_default() -> None:
+    rel = _rel3()
+    qs = [RangeQuery(age=(0, 2)), RangeQuery(sex="F"), RangeQuery(inc=("[0, 10)", "[10, 50)"))]
+    arr = rel.answer_many(qs)
+    assert isinstance(arr, np.ndarray) and arr.shape == (3,)
+    for output in ("pandas", "polars", "arrow"):
+        t = rel.answer_many(qs, output=output)  # type: ignore[call-overload]
+        cols = list(t.columns) if output != "arrow" else t.column_names
+        assert cols == ["query", "answer", "expected_error"]
+    df = rel.answer_many(qs, output="pandas")
+    np.testing.assert_allclose(df["answer"].to_numpy(), arr)
+    np.testing.assert_allclose(df["expected_error"].to_numpy(), [rel.expected_error(q) for q in qs])
+    assert df["query"].tolist() == ["age=0..2", "sex=F", "inc=[0, 10)..[10, 50)"]
+    with pytest.raises(fugu.InvalidParameterError, match="output must be one of"):
+        rel.answer_many(qs, output="frame")  # type: ignore[call-overload]
+
+
+def test_missing_pandas_or_polars_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    rel = _rel3()
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    monkeypatch.setitem(sys.modules, "polars", None)
+    with pytest.raises(fugu.errors.MissingDependencyError, match="pip install pandas"):
+        rel.to_pandas()
+    with pytest.raises(fugu.errors.MissingDependencyError, match="pip install polars"):
+        rel.answer_many([RangeQuery(age=1)], output="polars")
+    assert rel.to_arrow().num_rows == 30  # arrow needs nothing extra
+
+
+def test_reprs_are_one_short_line() -> None:
+    rel = _rel3()
+    big = Workload([RangeQuery(age=(i % 5, i % 5)) for i in range(1000)])
+    objs = [rel, rel.guarantee, big, PrefixSums(np.ones((50, 50))), fugu.Accountant(1.0)]
+    objs += [rel.domain, Histogram(np.zeros((5, 2, 3), int), rel.domain)]  # type: ignore[arg-type]
+    for o in objs:
+        r = repr(o)
+        assert "\n" not in r and len(r) <= 120, r
