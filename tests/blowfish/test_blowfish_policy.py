@@ -182,3 +182,32 @@ def test_policy_is_recorded_in_the_release_guarantee(tmp_path: object) -> None:
     back = fugu.Release.load(rel.save(str(tmp_path) + "/r.npz"))  # type: ignore[operator]
     prm = back.guarantee.parameters
     assert prm["policy_id"] == pol.name and Policy.from_dict(prm["policy_spec"], back.domain) == pol
+
+
+def test_policies_without_secret_pairs_are_refused_everywhere() -> None:
+    """Issue 14 item 2: a graph with no edge (and no ⊥) protects nothing; every constructor
+    refuses it with a PolicyError, as distance_threshold already did."""
+    import dataclasses
+
+    d = fugu.Domain([fugu.Ordinal("x", 0, 5)])
+    one = fugu.Domain([fugu.Ordinal("x", 0, 0)])
+    builders = [
+        lambda: Policy.explicit(d, []),
+        lambda: Policy.partition(d, {"x": 1}),
+        lambda: Policy.partition(d, list(range(6))),
+        lambda: Policy.full(one),
+        lambda: Policy.attribute(one),
+        lambda: Policy.full(one, bottom=True).with_bottom(False),
+        lambda: Policy.parse("partition:x=1", d),
+        lambda: Policy.from_dict(
+            {**Policy.partition(d, {"x": 2}).to_dict(), "attribute_blocks": [[0, 1, 2, 3, 4, 5]]}, d
+        ),
+        lambda: dataclasses.replace(Policy.explicit(d, [(0, 1)]), edges=np.zeros((0, 2), int)),
+    ]
+    for build in builders:
+        with pytest.raises(PolicyError, match="no edge"):
+            build()
+    # presence-only protection (⊥) and ordinary graphs stay valid
+    assert Policy.partition(d, {"x": 1}, bottom=True).has_bottom_edges()
+    assert Policy.explicit(d, [(0, None)]).has_bottom_edges()
+    assert Policy.full(one, bottom=True).bottom

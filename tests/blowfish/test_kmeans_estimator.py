@@ -10,6 +10,7 @@ from fugu.blowfish.kmeans import (
     IterationPlan,
     KMeans,
     KMeansGrid,
+    SecretGraph,
     _update,
     kmeans_objective,
     lloyd,
@@ -110,15 +111,16 @@ def test_update_rule_keeps_centre_for_empty_or_negative_clusters_and_clamps() ->
     np.testing.assert_array_equal(new[2], [99.0, 48.5])  # 49.5 + 1000 clamped; 49.5 - 1
 
 
-def test_zero_sensitivity_partition_equals_nonprivate_lloyd() -> None:
-    """Singleton blocks: no secret pairs, both queries are released exactly."""
+def test_policy_without_secret_pairs_is_refused() -> None:
+    """Singleton blocks (or an explicit graph with no edge): no secret pairs; k-means under it
+    would release exact centres labelled private, so it is refused (issue 14 item 2)."""
     X = blobs(500)
     rng = fugu.RandomSource(seed=9)
-    init = random_init(KMeansGrid.from_domain(DOM), 3, fugu.RandomSource(seed=4))
-    km = KMeans(3, 1.0, policy="partition:x=1,y=1", domain=DOM, init=init, rng=rng).fit(X)
-    exact, _ = lloyd(X, init, 10, KMeansGrid.from_domain(DOM))
-    np.testing.assert_allclose(km.cluster_centers_, exact)
-    assert km.sensitivity_ == {"q_size": 0.0, "q_sum": 0.0, "mode": "safe"}
+    with pytest.raises(PolicyError, match="no edge"):
+        KMeans(3, 1.0, policy="partition:x=1,y=1", domain=DOM, rng=rng).fit(X)
+    empty = SecretGraph("explicit", edges=np.zeros((0, 2), np.int64))
+    with pytest.raises(PolicyError, match="no edge"):
+        KMeans(3, 1.0, policy=empty, domain=DOM, rng=rng).fit(X)
 
 
 def test_large_epsilon_approaches_nonprivate_and_small_epsilon_is_worse() -> None:

@@ -244,14 +244,23 @@ def secret_graph(policy: Any, grid: KMeansGrid) -> SecretGraph:
     ``'partition:lat=40,lon=30'``, ``'line'``, ``...+bottom``) or a :class:`SecretGraph`.
     """
     if policy is None:
-        return SecretGraph("full", description="full (epsilon-DP)")
-    if isinstance(policy, SecretGraph):
-        return policy
-    if isinstance(policy, str):
-        from .policy import Policy
+        graph = SecretGraph("full", description="full (epsilon-DP)")
+    elif isinstance(policy, SecretGraph):
+        graph = policy
+    else:
+        if isinstance(policy, str):
+            from .policy import Policy
 
-        policy = Policy.parse(policy, grid.domain)
-    return _from_policy(policy, grid)
+            policy = Policy.parse(policy, grid.domain)
+        graph = _from_policy(policy, grid)
+    if not _has_edges(graph, grid) and _bottom_reach(graph, grid) < 0:
+        raise PolicyError(
+            f"the secret graph {graph.label!r} has no edge on this domain: no pair of values is "
+            f"secret, so k-means under it would protect nothing and release exact centres. Use "
+            f"a graph with at least one secret pair (policy=None for epsilon-DP, 'line', "
+            f"'distance:theta=5', partition blocks of two or more values)"
+        )
+    return graph
 
 
 def _from_policy(policy: Any, grid: KMeansGrid) -> SecretGraph:

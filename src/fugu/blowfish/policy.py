@@ -111,6 +111,19 @@ class Policy:
     constraints: tuple[Constraint, ...] = ()
     label: str = ""
 
+    def __post_init__(self) -> None:
+        # A policy without a single secret pair protects nothing: every query would have
+        # sensitivity 0 and be released exactly, labelled private. Refused wherever the policy
+        # is built (class methods, from_dict, with_bottom(False), dataclasses.replace).
+        if not self.has_edges() and not self.has_bottom_edges():
+            raise PolicyError(
+                f"the secret graph '{self.label or self.kind}' on a domain of {self.domain.size} "
+                f"cell(s) {list(self.domain.names)} has no edge: no pair of values is secret, so "
+                f"it would protect nothing and every release would be exact. Give at least one "
+                f"secret pair (e.g. Policy.line(dom), Policy.full(dom), partition blocks of two "
+                f"or more values, explicit edges), or bottom=True to protect presence"
+            )
+
     # ------------------------------------------------------------------------------------------
     # constructors
     # ------------------------------------------------------------------------------------------
@@ -149,41 +162,8 @@ class Policy:
         [0, 0, 0, 1, 1, 1]
         """
         domain = _check_domain(domain)
-        if isinstance(blocks, Mapping):
-            per_attr: list[tuple[int, ...] | None] = [None] * domain.ndim
-            for name, spec in blocks.items():
-                j = domain.axis(str(name))
-                per_attr[j] = _attribute_blocks(domain.attributes[j], spec)
-            parts = [
-                f"{a.name}={_block_label(blocks[a.name])}"
-                for a in domain.attributes
-                if a.name in blocks
-            ]
-            return cls(
-                domain,
-                "partition",
-                attribute_blocks=tuple(per_attr),
-                bottom=bool(bottom),
-                label="partition:" + ",".join(parts),
-            )
-        arr = np.asarray(blocks)
-        if arr.size != domain.size:
-            raise PolicyError(
-                f"partition blocks: got {arr.size} block ids for a domain of {domain.size} cells; "
-                f"the partition must cover the domain: give one block id per cell (shape "
-                f"{domain.shape}) or a per-attribute mapping"
-            )
-        if arr.dtype.kind not in "iu":
-            if arr.dtype.kind == "f" and np.all(arr == np.rint(arr)):
-                arr = arr.astype(np.int64)
-            else:
-                raise PolicyError("partition blocks: per-cell block ids must be integers")
-        _, ids = np.unique(arr.reshape(-1), return_inverse=True)
-        ids = ids.astype(np.int64)
-        ids.setflags(write=False)
-        return cls(
-            domain, "partition", cell_blocks=ids, bottom=bool(bottom), label="partition:cells"
-        )
+        fields = _partition_fields(domain, blocks)
+        return cls(domain, "partition", bottom=bool(bottom), **fields)
 
     @classmethod
     def distance_threshold(
@@ -396,19 +376,7 @@ class Policy:
         """Flat block id of every cell (partition policies only)."""
         if self.kind != "partition":
             raise PolicyError(f"a {self.kind} policy has no partition blocks")
-        if self.cell_blocks is not None:
-            return self.cell_blocks
-        assert self.attribute_blocks is not None
-        per = [
-            np.zeros(a.size, np.int64) if b is None else np.asarray(b, np.int64)
-            for a, b in zip(self.domain.attributes, self.attribute_blocks, strict=True)
-        ]
-        nb = [int(p.max()) + 1 for p in per]
-        grids = np.meshgrid(*per, indexing="ij")
-        flat = np.zeros(self.domain.shape, np.int64)
-        for g, n in zip(grids, nb, strict=True):
-            flat = flat * n + g
-        return flat.reshape(-1)
+        return _block_ids(self.domain, self.attribute_blocks, self.cell_blocks)
 
     def _codes(self, x: int) -> NDArray[np.int64]:
         if not 0 <= int(x) < self.domain.size:
@@ -722,6 +690,68 @@ def _no_args(args: Mapping[str, str], text: str) -> None:
 # ----------------------------------------------------------------------------------------------
 # helpers
 # ----------------------------------------------------------------------------------------------
+def partition_block_ids(domain: Domain, blocks: Mapping[str, Any] | ArrayLike) -> NDArray[np.int64]:
+    """Flat block id of every cell for ``blocks`` as in :meth:`Policy.partition` — also for a
+    binning with one value per block (a query, not a policy: no secret pair is needed)."""
+    f = _partition_fields(_check_domain(domain), blocks)
+    return _block_ids(domain, f["attribute_blocks"], f["cell_blocks"])
+
+
+def _block_ids(
+    domain: Domain,
+    attribute_blocks: tuple[tuple[int, ...] | None, ...] | None,
+    cell_blocks: NDArray[np.int64] | None,
+) -> NDArray[np.int64]:
+    if cell_blocks is not None:
+        return cell_blocks
+    assert attribute_blocks is not None
+    per = [
+        np.zeros(a.size, np.int64) if b is None else np.asarray(b, np.int64)
+        for a, b in zip(domain.attributes, attribute_blocks, strict=True)
+    ]
+    nb = [int(p.max()) + 1 for p in per]
+    grids = np.meshgrid(*per, indexing="ij")
+    flat = np.zeros(domain.shape, np.int64)
+    for g, n in zip(grids, nb, strict=True):
+        flat = flat * n + g
+    return flat.reshape(-1)
+
+
+def _partition_fields(domain: Domain, blocks: Mapping[str, Any] | ArrayLike) -> dict[str, Any]:
+    """The Policy fields of a partition: per-attribute blocks or per-cell block ids, and a label."""
+    if isinstance(blocks, Mapping):
+        per_attr: list[tuple[int, ...] | None] = [None] * domain.ndim
+        for name, spec in blocks.items():
+            j = domain.axis(str(name))
+            per_attr[j] = _attribute_blocks(domain.attributes[j], spec)
+        parts = [
+            f"{a.name}={_block_label(blocks[a.name])}"
+            for a in domain.attributes
+            if a.name in blocks
+        ]
+        return {
+            "attribute_blocks": tuple(per_attr),
+            "cell_blocks": None,
+            "label": "partition:" + ",".join(parts),
+        }
+    arr = np.asarray(blocks)
+    if arr.size != domain.size:
+        raise PolicyError(
+            f"partition blocks: got {arr.size} block ids for a domain of {domain.size} cells; "
+            f"the partition must cover the domain: give one block id per cell (shape "
+            f"{domain.shape}) or a per-attribute mapping"
+        )
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(arr == np.rint(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise PolicyError("partition blocks: per-cell block ids must be integers")
+    _, ids = np.unique(arr.reshape(-1), return_inverse=True)
+    ids = ids.astype(np.int64)
+    ids.setflags(write=False)
+    return {"attribute_blocks": None, "cell_blocks": ids, "label": "partition:cells"}
+
+
 def _check_domain(domain: Any) -> Domain:
     if not isinstance(domain, Domain):
         raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(domain).__name__}")

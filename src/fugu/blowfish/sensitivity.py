@@ -105,7 +105,9 @@ class Coarsening:
     blocks: Any
 
     def labels(self, domain: Domain) -> NDArray[np.int64]:
-        return Policy.partition(domain, self.blocks).block_ids()
+        from .policy import partition_block_ids
+
+        return partition_block_ids(domain, self.blocks)
 
 
 @dataclass(frozen=True)
@@ -517,19 +519,24 @@ def _max_gap(policy: Policy, axis: int) -> int:
         b = policy.attribute_blocks[axis]
         if b is None:
             return k - 1
-        ids = np.asarray(b)
-        codes = np.arange(k)
-        lo = np.full(ids.max() + 1, k)
-        hi = np.full(ids.max() + 1, -1)
-        np.minimum.at(lo, ids, codes)
-        np.maximum.at(hi, ids, codes)
-        return int((hi - lo).max())
+        return _ids_gap(np.asarray(b, np.int64))
     codes = np.indices(dom.shape).reshape(dom.ndim, -1)[axis]
     best = 0
     for s, d in policy.iter_edges():
         if s.size:
             best = max(best, int(np.abs(codes[s] - codes[d]).max()))
     return best
+
+
+def _ids_gap(ids: NDArray[np.int64]) -> int:
+    """Widest block (largest code gap inside one block) of per-value block ids."""
+    k = ids.size
+    codes = np.arange(k)
+    lo = np.full(int(ids.max()) + 1, k)
+    hi = np.full(int(ids.max()) + 1, -1)
+    np.minimum.at(lo, ids, codes)
+    np.maximum.at(hi, ids, codes)
+    return int((hi - lo).max())
 
 
 def _max_over_edges(cols: _Columns, policy: Policy) -> tuple[float, bool, str]:
@@ -596,9 +603,7 @@ def _partition_boxes(cols: _Boxes, policy: Policy) -> float:
     for a, b in zip(dom.attributes, policy.attribute_blocks, strict=True):
         ids = np.zeros(a.size, np.int64) if b is None else np.asarray(b, np.int64)
         per.append(ids)
-        spans.append(
-            _max_gap(Policy.partition(Domain([Ordinal("_", 0, a.size - 1)]), {"_": list(ids)}), 0)
-        )
+        spans.append(_ids_gap(ids))
     best = 0.0
     for delta in itertools.product(*[range(-s, s + 1) for s in spans]):
         arr = np.asarray(delta, np.int64)
