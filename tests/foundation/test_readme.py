@@ -36,3 +36,55 @@ def test_the_test_command_runs_the_doctests() -> None:
     opts = cfg["ini_options"]
     assert "--doctest-modules" in opts["addopts"].split()
     assert "src/fugu" in opts["testpaths"] and "tests" in opts["testpaths"]
+
+
+def shell_lines() -> list[str]:
+    """Every line of the README's shell blocks after the two install commands, in order."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)
+    return [ln for b in blocks[2:] for ln in b.splitlines() if ln.strip()]
+
+
+def test_readme_shell_lines_run_in_order_in_a_fresh_folder(tmp_path: Path) -> None:
+    """Issue 17 item 2: every command runs as written, from an empty folder, in order."""
+    import os
+    import subprocess
+    import sys
+
+    lines = shell_lines()
+    assert len(lines) >= 7 and any(ln.startswith("printf ") for ln in lines)
+    bindir = str(Path(sys.executable).parent)  # where the 'fugu' entry point is installed
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    for line in lines:
+        proc = subprocess.run(
+            ["bash", "-c", line],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == 0, f"README line failed: {line}\n{proc.stderr[-2000:]}"
+    assert (tmp_path / "adult.npz").exists() and (tmp_path / "people.csv").exists()
+    ledger = (tmp_path / "budget.json").read_text()
+    assert '"epsilon": 0.5' in ledger  # the release was charged once
+
+
+def test_readme_demo_command_runs(tmp_path: Path) -> None:
+    """The first README command's demo (``--quick``: the same code on a smaller grid)."""
+    import subprocess
+    import sys
+
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.S)
+    demo = blocks[0].split("&&", 1)[1].split()
+    assert demo == ["python", "-m", "fugu", "demo"]
+    proc = subprocess.run(
+        [sys.executable, *demo[1:], "--quick", "--seed", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "fugu-report.html").exists()
