@@ -63,7 +63,16 @@ __all__ = ["Budget", "Accountant", "LedgerEntry", "ledger_file", "MODELS", "LEDG
 _TOL = 1e-12
 
 #: Privacy models a budget (and a ledger file) can track; the same names as ``Guarantee.model``.
-MODELS = ("central-dp", "blowfish", "node-dp", "edge-dp", "participant-dp", "ldp")
+MODELS = ("central-dp", "blowfish", "node-dp", "edge-dp", "participant-dp", "ldp", "local-dp")
+
+#: Other names of one model: ``fugu.ldp`` charges "local-dp", the CLI and releases say "ldp".
+_ALIASES = {"local-dp": "ldp"}
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model names denote the same privacy model (``"ldp"`` = ``"local-dp"``)."""
+    return _ALIASES.get(a, a) == _ALIASES.get(b, b)
+
 
 #: ``format`` field written in every ledger file (files without it, from older fugu, still load).
 LEDGER_FORMAT = "fugu-ledger"
@@ -179,7 +188,7 @@ class Accountant:
 
     def _check_model(self, model: str | None, policy: str | None) -> None:
         b = self.budget
-        if model is not None and model != b.model:
+        if model is not None and not same_model(model, b.model):
             raise InvalidParameterError(
                 f"this accountant tracks {b.model!r} budget; a {model!r} release cannot be charged "
                 f"to it (compose across models only with a common guarantee)"
@@ -443,7 +452,7 @@ def ledger_file(
         fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
         acct = Accountant.load(p)
         b = acct.budget
-        if model is not None and model != b.model:
+        if model is not None and not same_model(model, b.model):
             raise LedgerError(
                 f"ledger {str(p)!r} tracks {b.model!r} budget, not {model!r}; a {model} release "
                 f"cannot be charged to it (use a ledger made with 'fugu ledger init PATH "

@@ -340,3 +340,14 @@ def test_concurrent_cli_releases_share_one_ledger(tmp_path: Path) -> None:
     assert len(acct.ledger) == 3
     assert acct.spent == pytest.approx(0.9)
     assert sum((tmp_path / f"r{k}.npz").exists() for k in range(4)) == 3
+
+
+def test_local_dp_is_the_ldp_model(tmp_path: Path) -> None:
+    """fugu.ldp charges model 'local-dp' and suggests Budget(..., model='local-dp'); the CLI and
+    releases say 'ldp'. Both name one model, in memory and in ledger files."""
+    acct = Accountant(Budget(1.0, model="local-dp"))
+    acct.spend(0.1, "x", model="ldp")
+    p = _init(tmp_path / "l.json", model="ldp")
+    with ledger_file(p, model="local-dp") as a:
+        a.spend(0.2, "y", model="local-dp")
+    assert Accountant.load(p).spent == pytest.approx(0.2)
