@@ -150,3 +150,47 @@ def test_whole_fit_is_reproducible_and_marked_not_private_with_seed() -> None:
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
     assert a.guarantee_.private is False
     assert fugu.blowfish.kmeans.KMeans(2, 1.0, domain=SQUARE).fit(X).guarantee_.private is True
+
+
+def test_paper_mode_is_marked_not_private_everywhere(tmp_path) -> None:
+    """Issue 14 item 3: sensitivity='paper' fails the audit above, so even with the secure
+    (production) source the fit warns and every output says NOT PRIVATE."""
+    import contextlib
+    import io
+    import json
+
+    from fugu.cli import main
+
+    X = np.array([[1, 2], [3, 4], [18, 19], [17, 20], [10, 10]], float)
+    km = fugu.blowfish.kmeans.KMeans(
+        2, 1.0, policy="distance:theta=3", domain=SQUARE, sensitivity="paper"
+    )
+    assert "NOT PRIVATE" in repr(km)
+    with pytest.warns(fugu.PrivacyLeakWarning, match="NOT PRIVATE"):
+        km.fit(X)
+    g = km.guarantee_
+    assert g.private is False and "NOT PRIVATE" in g.describe()
+    assert "not_private_reason" in g.parameters and "paper" in g.parameters["warning"]
+    assert km.summary()["private"] is False and km.summary()["guarantee"]["private"] is False
+    assert g.to_dict()["private"] is False
+    assert "NOT PRIVATE" in repr(km)
+    # the safe default with the secure source stays private and silent
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fugu.PrivacyLeakWarning)
+        safe = fugu.blowfish.kmeans.KMeans(2, 1.0, policy="distance:theta=3", domain=SQUARE).fit(X)
+    assert safe.guarantee_.private is True and "NOT PRIVATE" not in repr(safe)
+    # saved files (fugu kmeans --out ... .json) carry the flag
+    csv = tmp_path / "pts.csv"
+    csv.write_text("x,y\n" + "\n".join(f"{int(a)},{int(b)}" for a, b in X) + "\n")
+    out = tmp_path / "c.json"
+    args = ["kmeans", "--data", str(csv), "--columns", "x:0..20,y:0..20", "--k", "2"]
+    args += ["--epsilon", "1", "--policy", "distance:theta=3", "--sensitivity", "paper"]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        with pytest.warns(fugu.PrivacyLeakWarning):
+            code = main([*args, "--out", str(out)])
+    assert code == 0, buf.getvalue()
+    assert json.loads(out.read_text())["guarantee"]["private"] is False
+    assert "NOT PRIVATE" in buf.getvalue()
