@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import fugu
-from fugu.graph import RecursiveParameters
+from fugu.graph import KRelation, RecursiveParameters
 from fugu.graph.lp import LPModel
 from fugu.graph.patterns import annotations_of, enumerate_pattern
 from fugu.graph.recursive import (
@@ -167,3 +167,178 @@ def test_vectorised_equals_library_path(case: str) -> None:
             for rule in ("integer", "relaxed"):
                 exact = float(x_of(h, np.array([dh]), rule)[0])
                 assert x_value(model, dh, 1e-7, rule)[0] == pytest.approx(exact, abs=1e-6)
+
+
+# -- the general (exact) mechanism: general_recursive ----------------------------------------
+def general_pair() -> tuple[np.ndarray, np.ndarray]:
+    """q over subsets of 6 participants: the number of pairs {0, i} present, i = 1..5 (D2),
+    and the same query after participant 0 withdrew (D1: q restricted to subsets without 0,
+    seen as a database on the other 5 participants). Withdrawing 0 removes 5 (= GS~)."""
+    n = 6
+    masks = np.arange(1 << n)
+    q2 = np.array([((m & 1) * bin(m >> 1).count("1")) for m in masks], dtype=np.float64)
+    q1 = np.zeros(1 << (n - 1))  # nothing left once 0 withdrew
+    # a second group of pairs that does not involve 0 makes D1 non-trivial: {1,2}, {3,4}
+    for q, shift in ((q2, 0), (q1, 1)):
+        m = np.arange(q.size) << shift
+        q += ((m >> 1) & 1) * ((m >> 2) & 1) + ((m >> 3) & 1) * ((m >> 4) & 1)
+    return q1, q2
+
+
+def general_vectorised(params: RecursiveParameters):
+    """general_recursive's draw, vectorised and exact: the same grid Laplace for ln Δ̂ and, per
+    draw, the grid of Δ̂ for Z (the library's grid_laplace_scalar), with per-element scales."""
+    from fugu.graph.recursive import clamp_ln_delta_hat, general_sequences
+    from fugu.noise import discrete_laplace
+
+    def mech(q: np.ndarray, rng: fugu.RandomSource, size: int) -> np.ndarray:
+        n = int(q.size).bit_length() - 1
+        h, j = general_sequences(q, n, params)
+        ln_delta = math.log(params.theta) + j * params.beta
+        noisy, _ = grid_laplace(
+            np.full(size, ln_delta), params.beta, params.epsilon1, rng=rng, max_changed=1
+        )
+        ln_dh = np.array([clamp_ln_delta_hat(v + params.mu, params.theta) for v in noisy])
+        dh = np.exp(ln_dh)
+        x = np.min(h[None, :] + (n - np.arange(n + 1))[None, :] * dh[:, None], axis=1)
+        e = np.frexp(dh)[1] - 1 - 10
+        gamma = np.ldexp(1.0, e)
+        lam = (dh + gamma) / params.epsilon2
+        ints = np.rint(x / gamma)
+        z = discrete_laplace(lam / gamma, rng=rng)
+        return np.stack([(ints + z) * gamma, ln_dh], axis=1)
+
+    return mech
+
+
+def test_general_library_path_equals_audit_path() -> None:
+    params = RecursiveParameters.make(EPS)
+    mech = general_vectorised(params)
+    for q in general_pair():
+        for seed in range(4):
+            rel = fugu.graph.general_recursive(q, None, EPS, rng=fugu.RandomSource(seed=seed))
+            out = mech(q, fugu.RandomSource(seed=seed), 1)[0]
+            assert rel.value == out[0] and math.log(rel.delta_hat) == pytest.approx(out[1])
+
+
+def test_audit_general_recursive() -> None:
+    params = RecursiveParameters.make(EPS)
+    q1, q2 = general_pair()
+    mech = general_vectorised(params)
+    for col in (0, 1):
+        res = audit(
+            mech, q1, q2, EPS, n_runs=40_000, vectorised=True, statistic=lambda o, c=col: o[:, c]
+        )
+        assert res.passed, str(res)
+
+
+def test_audit_general_recursive_fails_when_the_true_answer_is_released() -> None:
+    params = RecursiveParameters.make(EPS)
+    mech = general_vectorised(params)
+
+    def broken(q: np.ndarray, rng: fugu.RandomSource, size: int) -> np.ndarray:
+        out = mech(q, rng, size)
+        out[:, 0] += q[-1] - np.min(out[:, 0])  # X replaced by (about) the true answer
+        return out
+
+    q1, q2 = general_pair()
+    res = audit(broken, q1, q2, EPS, n_runs=40_000, vectorised=True, statistic=lambda o: o[:, 0])
+    assert not res.passed, str(res)
+
+
+# -- K-relations: fugu.graph.answer ------------------------------------------------------------
+def krelation_pair() -> tuple[KRelation, KRelation]:
+    """A join of p's record with a union: every tuple is p ∧ (a_i ∨ b_i), plus tuples a_i ∧ b_i
+    that p does not touch. Withdrawing p removes 5 tuples (its whole impact)."""
+    own_p = KRelation.from_records([{"key": 1, "o": "p"}], owners="o", columns=["key"])
+    left = KRelation.from_records(
+        [{"key": 1, "v": i, "o": f"a{i}"} for i in range(5)], owners="o", columns=["key", "v"]
+    )
+    right = KRelation.from_records(
+        [{"key": 1, "v": i, "o": f"b{i}"} for i in range(5)], owners="o", columns=["key", "v"]
+    )
+    joint = KRelation.from_records(
+        [{"key": 2, "v": i, "o": (f"a{i}", f"b{i}")} for i in range(3)],
+        owners="o",
+        columns=["key", "v"],
+    )
+    d2 = own_p.join(left.union(right)).union(joint)
+    return d2.withdraw("p"), d2
+
+
+def relation_sequences(rel: KRelation, params: RecursiveParameters) -> tuple[int, np.ndarray]:
+    ann = rel.compile()
+    m = LPModel(ann)
+    j, _ = find_j(m, params)
+    xs = np.arange(ann.n_participants * GRID + 1) / GRID
+    return j, np.array([m.h_value(x) for x in xs])  # type: ignore[arg-type]
+
+
+def answer_vectorised(params: RecursiveParameters):
+    def mech(rel: KRelation, rng: fugu.RandomSource, size: int) -> np.ndarray:
+        j, h = relation_sequences(rel, params)
+        ln_delta = math.log(params.theta) + j * params.beta
+        noisy, _ = grid_laplace(
+            np.full(size, ln_delta), params.beta, params.epsilon1, rng=rng, max_changed=1
+        )
+        ln_dh = np.clip(
+            noisy + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA, LN_DELTA_HAT_MAX
+        )
+        dh = np.exp(ln_dh)
+        x = x_of(h, dh, params.x_rule)
+        z, _ = grid_laplace(np.zeros(size), 1.0, params.epsilon2, rng=rng, max_changed=1)
+        return np.stack([x + z * dh * (1 + 2 * params.tolerance), ln_dh], axis=1)
+
+    return mech
+
+
+def test_answer_pair_annotations_and_library_x() -> None:
+    """The pair has ∨ in its annotations; the audit's H grid gives the library's X."""
+    d1, d2 = krelation_pair()
+    assert d2.annotation((1, 0)) == "(a0 ∧ p) ∨ (b0 ∧ p)"
+    assert len(d2) - len(d1) == 5
+    params = RecursiveParameters.make(EPS)
+    for rel in (d1, d2):
+        j, h = relation_sequences(rel, params)
+        ann = rel.compile()
+        for seed in range(3):
+            _, dh, _, tr = recursive_mechanism(ann, params, fugu.RandomSource(seed=seed))
+            assert tr.j == j
+        model = LPModel(ann)
+        for dh in np.geomspace(0.05, 2 * h[-1] + 1, 40):
+            exact = float(x_of(h, np.array([dh]), "relaxed")[0])
+            assert x_value(model, dh, 1e-7, "relaxed")[0] == pytest.approx(exact, abs=1e-6)
+
+
+def test_audit_answer() -> None:
+    params = RecursiveParameters.make(EPS)
+    d1, d2 = krelation_pair()
+    mech = answer_vectorised(params)
+    for col in (0, 1):
+        res = audit(
+            mech, d1, d2, EPS, n_runs=40_000, vectorised=True, statistic=lambda o, c=col: o[:, c]
+        )
+        assert res.passed, str(res)
+
+
+# -- the global-sensitivity Laplace baseline ----------------------------------------------------
+def test_audit_laplace_count() -> None:
+    """Book with 12 pages ± spine, 14 nodes: GS = n - 2 = 12 = the change (tight); the library
+    path (geometric_mechanism of scale GS/ε) is what is drawn, vectorised."""
+    from fugu.graph.baselines import global_sensitivity
+    from fugu.noise import geometric_mechanism
+
+    def mech(G: nx.Graph, rng: fugu.RandomSource, size: int, divide: float = 1.0) -> np.ndarray:
+        gs = global_sensitivity("triangle", "edge", n=G.number_of_nodes())
+        true = len(enumerate_pattern(G, "triangle"))
+        return geometric_mechanism(np.full(size, true), gs / divide, EPS, rng)
+
+    d1, d2 = book(12, False), book(12, True)
+    for seed in range(3):
+        rel = fugu.graph.laplace_count(d2, "triangle", EPS, rng=fugu.RandomSource(seed=seed))
+        assert rel.value == mech(d2, fugu.RandomSource(seed=seed), 1)[0]
+    assert audit(mech, d1, d2, EPS, n_runs=30_000, vectorised=True).passed
+    res = audit(
+        lambda G, r, s: mech(G, r, s, divide=2.0), d1, d2, EPS, n_runs=30_000, vectorised=True
+    )
+    assert not res.passed, str(res)

@@ -4,6 +4,7 @@ the exact general mechanism, and errors."""
 from __future__ import annotations
 
 import math
+import re
 
 import networkx as nx
 import numpy as np
@@ -322,3 +323,153 @@ def test_g_at_most_answers_like_the_full_g_program(case: int) -> None:
             assert m.g_at_most(i, cap) == (g <= cap), (i, cap, g)
             decided += 1
     assert decided > 10
+
+
+# -- issue 14 / 17: bad ε refused before spending, one charge per release, nonnegative --------
+def _entry_points(eps: float, **kw):
+    """Every graph entry point, each with a small input (name, model, call)."""
+    G = nx.karate_club_graph()
+    trips = KRelation.from_records(
+        [{"who": "a", "km": 3.0}, {"who": "b", "km": 5.0}, {"who": "a", "km": 4.0}], owners="who"
+    )
+    rng = fugu.RandomSource(seed=0)
+    return [
+        ("count node", "node-dp", lambda a: count(G, "edge", eps, rng=rng, accountant=a, **kw)),
+        (
+            "count edge",
+            "edge-dp",
+            lambda a: count(G, "triangle", eps, unit="edge", rng=rng, accountant=a, **kw),
+        ),
+        (
+            "answer",
+            "participant-dp",
+            lambda a: fugu.graph.answer(trips, "km", eps, rng=rng, accountant=a, **kw),
+        ),
+        (
+            "general",
+            "participant-dp",
+            lambda a: general_recursive(trips, None, eps, rng=rng, accountant=a, **kw),
+        ),
+        (
+            "laplace",
+            "edge-dp",
+            lambda a: fugu.graph.laplace_count(G, "triangle", eps, rng=rng, accountant=a, **kw),
+        ),
+        (
+            "smooth",
+            "edge-dp",
+            lambda a: fugu.graph.smooth_triangle_count(G, eps, rng=rng, accountant=a, **kw),
+        ),
+        (
+            "karwa",
+            "edge-dp",
+            lambda a: count(
+                G, "2-star", eps, unit="edge", mechanism="karwa", rng=rng, accountant=a, **kw
+            ),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("eps", [1e-300, 1e-17, 1e-14])
+def test_tiny_epsilon_refused_with_the_working_range_before_spending(eps: float) -> None:
+    """Issue 14 item 11: no ZeroDivisionError/overflow. Either a correct release, or a
+    FuguError before anything is charged whose message names a range that works."""
+    refused = 0
+    for name, model, call in _entry_points(eps):
+        acct = fugu.Accountant(fugu.Budget(1.0, model=model))
+        try:
+            rel = call(acct)
+        except InvalidParameterError as exc:
+            refused += 1
+            assert acct.spent == 0, name
+            assert re.search(r"epsilon (>= ?|from )[0-9.e-]+", str(exc)), (name, str(exc))
+        else:
+            assert math.isfinite(rel.value) and acct.spent == eps, name
+    assert refused >= 6
+
+
+def test_smallest_epsilon_in_the_range_works() -> None:
+    from fugu.graph.recursive import MIN_EPSILON_PART
+
+    rel = count(nx.karate_club_graph(), "edge", 2.5 * MIN_EPSILON_PART, rng=fugu.RandomSource(0))
+    assert math.isfinite(rel.value)
+
+
+def test_every_entry_point_charges_its_accountant_once() -> None:
+    for name, model, call in _entry_points(0.25):
+        acct = fugu.Accountant(fugu.Budget(1.0, model=model))
+        call(acct)
+        assert len(acct.ledger) == 1 and acct.spent == pytest.approx(0.25), name
+        with pytest.raises(InvalidParameterError, match="cannot be charged"):
+            other = "central-dp"
+            call(fugu.Accountant(fugu.Budget(1.0, model=other)))
+
+
+def test_signed_answer_charges_once() -> None:
+    trips = KRelation.from_records(
+        [{"who": "a", "km": 3.0}, {"who": "b", "km": -5.0}], owners="who"
+    )
+    acct = fugu.Accountant(fugu.Budget(1.0, model="participant-dp"))
+    fugu.graph.answer(trips, "km", 0.5, split_signed=True, accountant=acct)
+    assert len(acct.ledger) == 1 and acct.spent == pytest.approx(0.5)
+
+
+def test_nonnegative_is_explicit_and_recorded() -> None:
+    """Issue 17 item 9: clamping at 0 is opt-in post-processing, written in the guarantee."""
+    for name, _, call in _entry_points(0.05, nonnegative=True):
+        rel = call(None)
+        assert rel.value >= 0, name
+        assert rel.guarantee.post_processing == ("clamped at 0 (nonnegative=True)",), name
+        assert "clamped at 0" in rel.guarantee.describe()
+    for name, _, call in _entry_points(0.05):
+        assert call(None).guarantee.post_processing == (), name
+    # the empty graph's estimates are negative about half the time; clamped they are 0
+    vals = [count(nx.empty_graph(5), "triangle", 1.0, rng=fugu.RandomSource(seed=s),
+                  nonnegative=True).value for s in range(20)]  # fmt: skip
+    assert min(vals) == 0.0
+    trips = KRelation.from_records([{"who": "a", "km": -3.0}], owners="who")
+    with pytest.raises(InvalidParameterError, match="signed"):
+        fugu.graph.answer(trips, "km", 1.0, split_signed=True, nonnegative=True)
+
+
+def test_large_beta_and_odd_theta_give_clear_errors() -> None:
+    """β = 500 used to overflow e^{jβ} (OverflowError); θ = 1e-300 made Δ̂ underflow to 0."""
+    G = nx.karate_club_graph()
+    with pytest.raises(InvalidParameterError, match="beta"):
+        count(G, "triangle", 1.0, beta=500.0)
+    with pytest.raises(InvalidParameterError, match="theta"):
+        count(G, "triangle", 1.0, theta=1e-300)
+    with pytest.raises(InvalidParameterError, match="theta"):
+        general_recursive(lambda s: len(s), ["a"], 1.0, theta=1e300)
+    rel = general_recursive(lambda s: len(s), list("abcdef"), 1.0, beta=50.0,
+                            rng=fugu.RandomSource(seed=0))  # fmt: skip
+    assert math.isfinite(rel.value)
+
+
+def test_general_recursive_model_and_size_limits() -> None:
+    rel = general_recursive(lambda s: len(s), ["a", "b"], 1.0, rng=fugu.RandomSource(seed=0))
+    assert rel.guarantee.model == "participant-dp"
+    assert "participant" in rel.guarantee.neighbours
+    node = general_recursive(lambda s: len(s), ["a", "b"], 1.0, model="node-dp",
+                             rng=fugu.RandomSource(seed=0))  # fmt: skip
+    assert node.guarantee.neighbours == "add or remove one node with all its edges"
+    with pytest.raises(InvalidParameterError, match="model"):
+        general_recursive(lambda s: len(s), ["a"], 1.0, model="central-dp")
+    with pytest.raises(InvalidParameterError, match="n = 21"):
+        general_recursive(np.zeros(1 << 21), None, 1.0)
+
+
+def test_grid_laplace_scalar_is_grid_laplace_and_takes_any_magnitude() -> None:
+    from fugu.graph.recursive import grid_laplace_scalar
+    from fugu.noise import grid_laplace
+
+    rng = np.random.default_rng(0)
+    for seed in range(30):
+        x, sens, eps = float(rng.normal() * 1e3), float(rng.exponential() + 1e-3), 0.7
+        a, scale = grid_laplace_scalar(x, sens, eps, fugu.RandomSource(seed=seed))
+        b, info = grid_laplace([x], sens, eps, rng=fugu.RandomSource(seed=seed))
+        assert a == b[0] and scale == pytest.approx(float(info.scale[0]))
+    # grid_laplace refuses |x/γ| > 2^62 (a data-dependent refusal after the budget is spent);
+    # the scalar path adds the noise exactly whatever the magnitude of x
+    big, _ = grid_laplace_scalar(1e20, 1e-3, 1.0, fugu.RandomSource(seed=1))
+    assert abs(big - 1e20) < 1e6

@@ -7,8 +7,9 @@
 * :func:`general_recursive` — the exact exponential-time mechanism for any monotone query on tiny
   inputs;
 * baselines: :func:`laplace_count` (global sensitivity: edge DP, or node DP with a public degree
-  bound) and :func:`smooth_triangle_count` (triangles, edge DP, smooth sensitivity of Nissim,
-  Raskhodnikova and Smith 2007);
+  bound), :func:`smooth_triangle_count` (triangles, edge DP, smooth sensitivity of Nissim,
+  Raskhodnikova and Smith 2007) and :func:`karwa_count` (Karwa et al. 2011: ε-edge-DP k-stars,
+  (ε, δ)-edge-DP k-triangles); all reachable as ``count(..., mechanism=...)``;
 * :func:`read_edge_list` — SNAP-style edge lists.
 
 Source: Chen and Zhou, "Recursive Mechanism: Towards Node Differential Privacy and Unrestricted
@@ -16,6 +17,7 @@ Joins", SIGMOD 2013 (arXiv 1304.4795), seed ``002_…``; spec ``recursive_mechan
 """
 
 from .baselines import laplace_count
+from .karwa import karwa_count
 from .edges import read_edge_list
 from .krelation import Annotations, KRelation, minimal_dnf
 from .patterns import PATTERNS, count_occurrences, enumerate_pattern, pattern_relation
@@ -42,6 +44,7 @@ __all__ = [
     "count_occurrences",
     "enumerate_pattern",
     "general_recursive",
+    "karwa_count",
     "laplace_count",
     "minimal_dnf",
     "pattern_relation",

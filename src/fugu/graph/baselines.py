@@ -28,11 +28,11 @@ import math
 import networkx as nx
 
 from ..budget import Accountant
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, discrete_laplace_variance, geometric_mechanism
 from .patterns import _normalise, check_graph, enumerate_pattern, pattern_graph
-from .recursive import CountRelease, _pattern_name
+from .recursive import CountRelease, _pattern_name, nonnegative_release
 
 __all__ = ["laplace_count", "global_sensitivity"]
 
@@ -107,11 +107,14 @@ def laplace_count(
     k: int | None = None,
     degree_bound: int | None = None,
     accountant: Accountant | None = None,
+    nonnegative: bool = False,
 ) -> CountRelease:
     """Pattern count + discrete Laplace noise of scale GS/ε (the global-sensitivity baseline).
 
     Privacy model: ε-edge DP (``unit="edge"``, n public) or ε-node DP on graphs of maximum degree
     ≤ ``degree_bound`` (``unit="node"``). See :mod:`fugu.graph.baselines` for the sensitivities.
+    ``accountant`` is charged ε once (model ``edge-dp`` / ``node-dp``) before the graph is read;
+    ``nonnegative=True`` clamps the release at 0 (post-processing, recorded in the guarantee).
 
     Examples
     --------
@@ -127,12 +130,15 @@ def laplace_count(
         raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
     name = _pattern_name(pattern, k)
     gs = global_sensitivity(pattern, unit, n=G.number_of_nodes(), degree_bound=degree_bound, k=k)
-    eps, source = start(epsilon, rng, accountant, f"laplace baseline: {name} count", model=model)
-    if gs / eps > MAX_SCALE:
+    eps = check_epsilon(epsilon)
+    if gs / eps > MAX_SCALE:  # public (n under edge DP, D under node DP): checked before charging
         raise InvalidParameterError(
-            f"the global sensitivity {gs:.3g} makes the noise scale {gs / eps:.3g} exceed the "
-            f"sampler's limit; this baseline is useless here (use fugu.graph.count)"
+            f"epsilon = {eps!r} with the global sensitivity {gs:.3g} makes the noise scale "
+            f"{gs / eps:.3g} exceed the sampler's limit {MAX_SCALE:.3g}: this baseline needs "
+            f"epsilon >= {gs / MAX_SCALE:.3g} (and at most 1000); it is useless here anyway (use "
+            f"fugu.graph.count)"
         )
+    eps, source = start(eps, rng, accountant, f"laplace baseline: {name} count", model=model)
     if unit == "node":
         dmax = max((deg for _, deg in G.degree), default=0)
         if dmax > int(degree_bound):  # type: ignore[arg-type]
@@ -163,4 +169,5 @@ def laplace_count(
         },
     )
     std = math.sqrt(float(discrete_laplace_variance(gs / eps)))
-    return CountRelease(g, float(noisy[0]), noise_std=std, statistic=f"{name} count")
+    rel = CountRelease(g, float(noisy[0]), noise_std=std, statistic=f"{name} count")
+    return nonnegative_release(rel) if nonnegative else rel

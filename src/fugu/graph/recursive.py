@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 from ..budget import Accountant
 from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
-from ..noise import MAX_SCALE, RandomSource, grid_laplace
+from ..noise import RandomSource, discrete_laplace
 from ..release import Guarantee, Release
 from .krelation import Annotations, KRelation
 from .lp import LPModel
@@ -73,6 +73,14 @@ LN_DELTA_HAT_MAX = math.log(1e15)
 LN_DELTA_HAT_BELOW_THETA = 30.0
 #: How X is computed: "relaxed" = min over real i (one program), "integer" = eq. 12 (three).
 X_RULES = ("relaxed", "integer")
+#: Smallest ε1 and ε2: both noises are exact discrete Laplace on a grid of about sensitivity·2^-10,
+#: so their scale in grid units is about 2^11/ε, and the sampler takes at most 2^52 (MAX_SCALE).
+#: The bound does not depend on the data, so it is checked before anything is charged or read.
+MIN_EPSILON_PART = 2.0**-40
+#: Public range of θ (in the units of q): keeps Δ̂ ∈ [θ e^-30, 1e15] a normal, positive double.
+THETA_RANGE = (1e-9, 1e12)
+#: Largest β: e^{jβ} must stay finite for every j the search can reach.
+MAX_BETA = 50.0
 
 
 # -- parameters ---------------------------------------------------------------------------------
@@ -119,10 +127,25 @@ class RecursiveParameters:
             raise InvalidParameterError(
                 f"split (the share of epsilon spent on Δ̂) must be in (0, 1), got {split!r}"
             )
-        b = eps / 5 if beta is None else float(beta)
+        b = eps / 5 if beta is None else beta
         for name, v in (("beta", b), ("theta", theta), ("mu", mu)):
-            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (
+                isinstance(v, int | float) and math.isfinite(v) and v > 0
+            ):
                 raise InvalidParameterError(f"{name} must be a finite number > 0, got {v!r}")
+        b = float(b)
+        if b > MAX_BETA:
+            raise InvalidParameterError(
+                f"beta = {b:g} is too large (at most {MAX_BETA:g}); the paper uses beta = "
+                f"epsilon/5, and beta only trades the two error terms (accuracy, not privacy)"
+            )
+        if not (THETA_RANGE[0] <= theta <= THETA_RANGE[1]):
+            raise InvalidParameterError(
+                f"theta = {theta!r} is outside the supported range {THETA_RANGE[0]:g} .. "
+                f"{THETA_RANGE[1]:g} (theta is a public guess of the sensitivity in the units of "
+                f"the statistic; the paper uses 1)"
+            )
+        check_epsilon_split(eps, split)
         if not (0 <= tolerance <= 1):
             raise InvalidParameterError(
                 f"tolerance must be in [0, 1] (a fraction of Δ̂), got {tolerance!r}"
@@ -140,6 +163,22 @@ class RecursiveParameters:
     @property
     def epsilon(self) -> float:
         return self.epsilon1 + self.epsilon2
+
+
+def check_epsilon_split(eps: float, split: float) -> None:
+    """Refuse an ε whose parts ε1 = split·ε, ε2 = (1 − split)·ε are below the sampler's range.
+
+    Checked before any budget is charged or any data is read (the bound is public).
+    """
+    worst = min(split, 1 - split)
+    if eps * worst < MIN_EPSILON_PART:
+        need = MIN_EPSILON_PART / worst
+        raise InvalidParameterError(
+            f"epsilon = {eps!r} is too small: the Recursive Mechanism spends split = {split:g} of "
+            f"it on Δ̂ and the rest on the answer, and each part must be at least "
+            f"{MIN_EPSILON_PART:.3g} (the exact noise sampler's range). Use epsilon >= "
+            f"{need:.3g} and at most 1000; useful values are 0.05 to 5"
+        )
 
 
 @dataclass
@@ -267,7 +306,7 @@ def find_j(model: LPModel, params: RecursiveParameters) -> tuple[int, float]:
     hi = min(n, math.ceil(math.log(g_top / theta) / beta) + 1)
 
     def ok(j: int) -> bool:
-        return j >= n or model.g_at_most(n - j, theta * math.exp(j * beta))
+        return j >= n or model.g_at_most(n - j, _cap(theta, j * beta))
 
     lo = 1
     while lo < hi:
@@ -277,6 +316,38 @@ def find_j(model: LPModel, params: RecursiveParameters) -> tuple[int, float]:
         else:
             lo = mid + 1
     return lo, g_top
+
+
+def grid_laplace_scalar(
+    x: float, sensitivity: float, epsilon: float, rng: RandomSource
+) -> tuple[float, float]:
+    """``x`` + Laplace(sensitivity/ε) on a power-of-two grid, exactly; returns (value, scale).
+
+    The same draw as :func:`fugu.noise.grid_laplace` for one value (grid
+    ``γ = 2^(floor(log2 sensitivity) − 10)``, effective sensitivity ``sensitivity + γ``, exact
+    discrete Laplace on the grid, same random stream), but ``x/γ`` is rounded and added to the
+    noise in exact integer arithmetic, so no magnitude of ``x`` (a data value) can make the draw
+    fail after the budget is spent. The result is the exact grid value rounded once to a double.
+    The scale in grid units is below ``(2^11 + 1)/ε`` whatever the sensitivity, which is what
+    :data:`MIN_EPSILON_PART` guards.
+    """
+    from fractions import Fraction
+
+    if not (math.isfinite(x) and math.isfinite(sensitivity) and sensitivity > 0):
+        raise InvalidParameterError(  # pragma: no cover - callers pass checked values
+            f"grid_laplace_scalar needs finite x and sensitivity > 0, got {x!r}, {sensitivity!r}"
+        )
+    e = math.frexp(sensitivity)[1] - 1 - 10  # floor(log2 sensitivity) - 10
+    gamma = math.ldexp(1.0, e)
+    lam = (sensitivity + gamma) / epsilon
+    ints = round(Fraction(x) / Fraction(2) ** e)  # round half to even, like np.rint
+    noise = int(discrete_laplace(np.array([lam / gamma]), rng=rng)[0])
+    return float(Fraction(ints + noise) * Fraction(2) ** e), lam
+
+
+def _cap(theta: float, log_factor: float) -> float:
+    """θ·e^{jβ} without overflow (capped at e^700, far above any G this library can hold)."""
+    return math.exp(min(math.log(theta) + log_factor, 700.0))
 
 
 def x_value(
@@ -357,24 +428,16 @@ def recursive_mechanism(
         j, g_top = find_j(model, params)
         ln_delta = math.log(params.theta) + j * params.beta
         # Step 2: ln Δ̂ = ln Δ + μ + Y, Y ~ Lap(β/ε1) on a fine grid (exact discrete sampler).
-        noisy, _ = grid_laplace(
-            np.array([ln_delta]), sensitivity=params.beta, epsilon=params.epsilon1, rng=rng
-        )
-        ln_dh = float(noisy[0]) + params.mu
-        ln_dh = min(max(ln_dh, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA), LN_DELTA_HAT_MAX)
+        noisy, _ = grid_laplace_scalar(ln_delta, params.beta, params.epsilon1, rng)
+        ln_dh = clamp_ln_delta_hat(noisy + params.mu, params.theta)
         delta_hat = math.exp(ln_dh)
         tau = params.tolerance * delta_hat
         x, i_star = x_value(
             model, delta_hat, tau if params.tolerance > 0 else math.inf, params.x_rule
         )
         sens = delta_hat + 2 * tau
-        if sens / params.epsilon2 > MAX_SCALE:  # pragma: no cover - prevented by the clamp
-            raise InvalidParameterError(
-                "noise scale Δ̂/ε2 exceeds the sampler's limit; raise epsilon"
-            )
-        x_hat, info = grid_laplace(
-            np.array([x]), sensitivity=sens, epsilon=params.epsilon2, rng=rng
-        )
+        # the grid scale is < (2^11 + 1)/ε2 <= MAX_SCALE for every Δ̂ (checked by make())
+        x_hat, scale = grid_laplace_scalar(x, sens, params.epsilon2, rng)
     finally:
         if bar is not None:
             bar.close()
@@ -393,7 +456,7 @@ def recursive_mechanism(
         lp_seconds=model.stats.seconds - s0,
         lp_times=list(model.stats.per_lp[n0:]),
     )
-    return float(x_hat[0]), delta_hat, float(info.scale.reshape(-1)[0]), trace
+    return x_hat, delta_hat, scale, trace
 
 
 def _guarantee(
@@ -447,6 +510,7 @@ def answer(
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
     progress: bool | Callable[[str], None] = False,
+    nonnegative: bool = False,
 ) -> CountRelease:
     """ε-DP answer to the linear statistic Σ_t q(t) over a sensitive K-relation.
 
@@ -465,6 +529,12 @@ def answer(
         Total privacy budget (ε1 + ε2, and both parts of a signed split).
     beta, theta, mu, split, tolerance, x_rule :
         See :class:`RecursiveParameters` (θ is in the units of the weights).
+    rng, accountant :
+        Random source (secure by default); an accountant (model ``"participant-dp"``) charged ε
+        once, before the relation is read.
+    nonnegative : bool
+        Clamp the released value at 0 (post-processing, recorded in the guarantee). Not with
+        ``split_signed`` (a signed sum can be negative).
 
     Examples
     --------
@@ -481,12 +551,38 @@ def answer(
             f"krelation must be a fugu.graph.KRelation, got {type(krelation).__name__}"
         )
     eps = check_epsilon(epsilon)
-    w = krelation._weights(weights)
+    if split_signed and nonnegative:
+        raise InvalidParameterError(
+            "nonnegative=True clamps at 0, but a signed sum (split_signed=True) can be negative; "
+            "drop one of the two"
+        )
+    if split_signed and not (0 < signed_share < 1):
+        raise InvalidParameterError(f"signed_share must be in (0, 1), got {signed_share!r}")
+    shares = (signed_share, 1 - signed_share) if split_signed else (1.0,)
+    # every parameter is checked before the budget is charged and before the relation is read
+    all_params = [
+        RecursiveParameters.make(
+            eps * share,
+            beta=beta,
+            theta=theta,
+            mu=mu,
+            split=split,
+            tolerance=tolerance,
+            x_rule=x_rule,
+        )
+        for share in shares
+    ]
     label = (
         "count of tuples"
         if weights is None
         else (f"sum of {weights}" if isinstance(weights, str) else "weighted sum")
     )
+    eps_total, source = start(
+        eps, rng, accountant, f"recursive mechanism: {label}", model="participant-dp"
+    )
+    w = krelation._weights(weights)
+    if not np.all(np.isfinite(w)):
+        raise InvalidParameterError("weights must be finite")
     has_neg = bool(np.any(w < 0))
     if has_neg and not split_signed:
         raise InvalidParameterError(
@@ -494,38 +590,15 @@ def answer(
             "queries). Pass split_signed=True to answer the positive and negative parts as two "
             "releases that share epsilon"
         )
-    if not np.all(np.isfinite(w)):
-        raise InvalidParameterError("weights must be finite")
-    eps_total, source = start(
-        eps, rng, accountant, f"recursive mechanism: {label}", model="participant-dp"
-    )
     if not split_signed:
-        params = RecursiveParameters.make(
-            eps_total,
-            beta=beta,
-            theta=theta,
-            mu=mu,
-            split=split,
-            tolerance=tolerance,
-            x_rule=x_rule,
-        )
+        params = all_params[0]
         ann = krelation.compile(w)
         x_hat, dh, scale, _ = recursive_mechanism(ann, params, source, progress=progress)
         g = _guarantee("participant-dp", params, source, label, NEIGHBOURS_RELATION)
-        return CountRelease(g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=label)
-    if not (0 < signed_share < 1):
-        raise InvalidParameterError(f"signed_share must be in (0, 1), got {signed_share!r}")
+        rel = CountRelease(g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=label)
+        return nonnegative_release(rel) if nonnegative else rel
     parts = []
-    for sign, share in ((1.0, signed_share), (-1.0, 1 - signed_share)):
-        params = RecursiveParameters.make(
-            eps_total * share,
-            beta=beta,
-            theta=theta,
-            mu=mu,
-            split=split,
-            tolerance=tolerance,
-            x_rule=x_rule,
-        )
+    for sign, params in zip((1.0, -1.0), all_params, strict=True):
         ann = krelation.compile(np.maximum(sign * w, 0.0))
         parts.append((recursive_mechanism(ann, params, source, progress=progress), params))
     (xp, dhp, sp_, _), pp = parts[0]
@@ -623,12 +696,20 @@ def general_recursive(
     theta: float = 1.0,
     mu: float = 1.0,
     split: float = 0.5,
-    model: str = "node-dp",
+    model: str | None = None,
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
     check_monotone: bool = True,
+    nonnegative: bool = False,
 ) -> CountRelease:
     """The general (exponential-time) Recursive Mechanism of spec section 4, for tiny inputs.
+
+    Privacy model: ε-DP (pure, add/remove) where one participant withdraws (Def. 6 of Chen and
+    Zhou, SIGMOD 2013); ``model`` names it in the guarantee: ``"participant-dp"`` (default),
+    ``"node-dp"`` or ``"edge-dp"`` when the participants are nodes or edges.
+    Sensitivity: none assumed; the noise is calibrated to a private estimate Δ̂ of the global
+    empirical sensitivity GS~ (Theorem 2: G is a 1-bounding sequence). Source: Chen and Zhou,
+    Sec. 4.2 (eqs. 13-15) and Theorem 1; spec ``recursive_mechanism.md`` section 4.
 
     Works for any *monotone* query q over subsets of participants (q(∅) = 0, withdrawals never
     raise the answer): H_i and G_i are minima over all ancestors of size i (eqs. 13-15), G is a
@@ -639,7 +720,29 @@ def general_recursive(
     query : callable(frozenset of participants) → float, an array of q over all 2^n bitmasks,
         or a KRelation (its tuple count)
     participants : the participants (ignored for a KRelation)
+    epsilon : total ε (ε1 = split·ε for Δ̂, the rest for the answer)
+    beta, theta, mu, split : see :class:`RecursiveParameters`
+    model : the privacy model named in the guarantee (see above)
+    rng, accountant : random source (secure by default) and an accountant charged ε once
+    check_monotone : refuse a query that is not monotone (recommended)
+    nonnegative : clamp the released value at 0 (post-processing, recorded in the guarantee)
+
+    Examples
+    --------
+    >>> import fugu
+    >>> rel = fugu.graph.general_recursive(lambda s: len(s), ["a", "b", "c"], 1.0,
+    ...                                    rng=fugu.RandomSource(seed=0))
+    >>> rel.guarantee.model, rel.guarantee.mechanism
+    ('participant-dp', 'recursive (general, exact)')
     """
+    model_name = "participant-dp" if model is None else model
+    if model_name not in _GENERAL_MODELS:
+        raise InvalidParameterError(
+            f"model must be one of {sorted(_GENERAL_MODELS)}, got {model!r}"
+        )
+    params = RecursiveParameters.make(
+        epsilon, beta=beta, theta=theta, mu=mu, split=split, tolerance=0.0
+    )
     if isinstance(query, KRelation):
         ann = query.compile()
         q = subset_values(ann)
@@ -649,10 +752,7 @@ def general_recursive(
             raise InvalidParameterError("participants are needed with a callable query")
         parts = list(participants)
         n = len(parts)
-        if n > MAX_EXACT_PARTICIPANTS:
-            raise InvalidParameterError(
-                f"the general mechanism enumerates 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS}"
-            )
+        _check_exact_size(n)
         q = np.array(
             [
                 float(query(frozenset(p for b, p in enumerate(parts) if m >> b & 1)))
@@ -660,48 +760,98 @@ def general_recursive(
             ]
         )
     else:
-        q = np.asarray(query, dtype=np.float64)
-        n = int(round(math.log2(q.size))) if q.size else 0
+        q = np.asarray(query, dtype=np.float64).reshape(-1)
+        n = max(0, q.size.bit_length() - 1)
         if q.size != 1 << n:
             raise InvalidParameterError(
                 "an array query must have 2^n entries (one per subset bitmask)"
             )
+        _check_exact_size(n)
     if not np.all(np.isfinite(q)):
         raise InvalidParameterError("query values must be finite")
     if check_monotone:
         _check_monotone(q, n)
-    params = RecursiveParameters.make(
-        epsilon, beta=beta, theta=theta, mu=mu, split=split, tolerance=0.0
+    _, source = start(
+        params.epsilon, rng, accountant, "general recursive mechanism", model=model_name
     )
-    eps, source = start(params.epsilon, rng, accountant, "general recursive mechanism", model=model)
-    h, g = exact_sequences(q, n)
-    # eq. 11 with the exact G (g = 1)
-    j = next(i for i in range(n + 1) if g[n - i] <= params.theta * math.exp(i * params.beta))
-    ln_delta = math.log(params.theta) + j * params.beta
-    noisy, _ = grid_laplace(
-        np.array([ln_delta]), sensitivity=params.beta, epsilon=params.epsilon1, rng=source
-    )
-    ln_dh = min(
-        max(float(noisy[0]) + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA),
-        LN_DELTA_HAT_MAX,
-    )
-    dh = math.exp(ln_dh)
-    x = float(np.min(h + (n - np.arange(n + 1)) * dh))
-    x_hat, info = grid_laplace(np.array([x]), sensitivity=dh, epsilon=params.epsilon2, rng=source)
+    h, j = general_sequences(q, n, params)
+    x_hat, dh, scale = general_noise(h, j, params, source)
     gu = _guarantee(
-        model,
+        model_name,
         params,
         source,
         "monotone query",
-        NEIGHBOURS_RELATION,
+        _GENERAL_MODELS[model_name],
         mechanism="recursive (general, exact)",
     )
+    rel = CountRelease(
+        gu, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic="monotone query"
+    )
+    return nonnegative_release(rel) if nonnegative else rel
+
+
+_GENERAL_MODELS = {
+    "participant-dp": "one participant withdraws together with every tuple it owns (add/remove)",
+    "node-dp": "add or remove one node with all its edges",
+    "edge-dp": "add or remove one edge (node set public)",
+}
+
+
+def _check_exact_size(n: int) -> None:
+    if n > MAX_EXACT_PARTICIPANTS:
+        raise InvalidParameterError(
+            f"the general mechanism enumerates 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS} "
+            f"(use fugu.graph.answer for K-relations of any size)"
+        )
+
+
+def general_sequences(
+    q: NDArray[np.float64], n: int, params: RecursiveParameters
+) -> tuple[NDArray[np.float64], int]:
+    """The deterministic part of :func:`general_recursive`: exact H and j of eq. 11 (g = 1).
+
+    **Private** (depends on the data); the audit and the library both call it.
+    """
+    h, g = exact_sequences(q, n)
+    with np.errstate(divide="ignore"):
+        log_g = np.log(g)  # -inf for G = 0
+    i = np.arange(n + 1)
+    ok = log_g[n - i] <= math.log(params.theta) + i * params.beta
+    return h, int(np.argmax(ok))  # i = n always qualifies (G_0 = 0)
+
+
+def general_noise(
+    h: NDArray[np.float64], j: int, params: RecursiveParameters, rng: RandomSource
+) -> tuple[float, float, float]:
+    """Steps 2-4 for exact H and j: (X̂, Δ̂, scale of the answer's noise)."""
+    n = h.size - 1
+    ln_delta = math.log(params.theta) + j * params.beta
+    noisy, _ = grid_laplace_scalar(ln_delta, params.beta, params.epsilon1, rng)
+    dh = math.exp(clamp_ln_delta_hat(noisy + params.mu, params.theta))
+    x = float(np.min(h + (n - np.arange(n + 1)) * dh))
+    x_hat, scale = grid_laplace_scalar(x, dh, params.epsilon2, rng)
+    return x_hat, dh, scale
+
+
+def clamp_ln_delta_hat(ln_dh: float, theta: float) -> float:
+    """The public clamp of ln Δ̂ to [ln θ − 30, ln 1e15] (post-processing of the ε1-DP Δ̂)."""
+    return min(max(ln_dh, math.log(theta) - LN_DELTA_HAT_BELOW_THETA), LN_DELTA_HAT_MAX)
+
+
+def nonnegative_release(rel: CountRelease) -> CountRelease:
+    """``max(0, value)``: post-processing (no privacy cost), recorded in the guarantee.
+
+    A count or a sum of nonnegative weights is never negative, but unbiased noise can push the
+    estimate below 0; clamping removes such impossible values (and adds a small upward bias near
+    0). The release says so in ``guarantee.post_processing``.
+    """
+    g = rel.guarantee.with_post_processing("clamped at 0 (nonnegative=True)")
     return CountRelease(
-        gu,
-        float(x_hat[0]),
-        delta_hat=dh,
-        noise_std=math.sqrt(2) * float(info.scale.reshape(-1)[0]),
-        statistic="monotone query",
+        g,
+        max(0.0, rel.value),
+        delta_hat=rel.delta_hat,
+        noise_std=rel.noise_std,
+        statistic=rel.statistic,
     )
 
 
@@ -750,6 +900,10 @@ def count(
     method: str = "clarabel",
     lp_time_limit: float | None = None,
     trace: list[Trace] | None = None,
+    mechanism: str = "recursive",
+    delta: float | None = None,
+    degree_bound: int | None = None,
+    nonnegative: bool = False,
 ) -> CountRelease:
     """ε-node- or ε-edge-DP count of a pattern's occurrences in a graph (Recursive Mechanism).
 
@@ -793,6 +947,18 @@ def count(
         seconds (a run that hits it raises :class:`fugu.graph.lp.SolverError`; nothing is released).
     trace : list, optional
         If given, the private :class:`Trace` of the run is appended (tests and benchmarks only).
+    mechanism : {"recursive", "karwa", "smooth", "laplace"}
+        ``"recursive"`` (default): the Recursive Mechanism, any pattern, node or edge DP.
+        The paper's edge-DP baselines: ``"karwa"`` — Karwa, Raskhodnikova, Smith, Yaroslavtsev
+        (PVLDB 2011): ε-DP k-star count (smooth sensitivity) or (ε, δ)-DP k-triangle count (needs
+        ``delta``), see :mod:`fugu.graph.karwa`; ``"smooth"`` — triangles, Nissim, Raskhodnikova
+        and Smith 2007; ``"laplace"`` — global sensitivity (node DP needs ``degree_bound``).
+    delta : float, optional
+        δ of the (ε, δ)-DP k-triangle baseline (``mechanism="karwa"`` only).
+    degree_bound : int, optional
+        Public degree bound of the node-DP Laplace baseline (``mechanism="laplace"`` only).
+    nonnegative : bool
+        Clamp the released count at 0 (post-processing, recorded in the guarantee).
 
     Returns
     -------
@@ -811,6 +977,26 @@ def count(
 
     if unit not in ("node", "edge"):
         raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
+    if mechanism != "recursive":
+        return _baseline_count(
+            G,
+            pattern,
+            epsilon,
+            unit,
+            rng,
+            mechanism=mechanism,
+            k=k,
+            delta=delta,
+            degree_bound=degree_bound,
+            accountant=accountant,
+            nonnegative=nonnegative,
+        )
+    for name, value in (("delta", delta), ("degree_bound", degree_bound)):
+        if value is not None:
+            raise InvalidParameterError(
+                f"{name}= is an option of a baseline (mechanism='karwa' or 'laplace'); the "
+                f"Recursive Mechanism is pure ε-DP and needs no {name}"
+            )
     model = "node-dp" if unit == "node" else "edge-dp"
     params = RecursiveParameters.make(
         epsilon,
@@ -852,8 +1038,79 @@ def count(
         else "add or remove one edge (node set public)"
     )
     g = _guarantee(model, params, source, f"{name} count", neighbours, extra=options)
-    return CountRelease(
+    out = CountRelease(
         g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=f"{name} count"
+    )
+    return nonnegative_release(out) if nonnegative else out
+
+
+MECHANISMS = ("recursive", "karwa", "smooth", "laplace")
+
+
+def _baseline_count(
+    G: Any,
+    pattern: Any,
+    epsilon: float,
+    unit: str,
+    rng: RandomSource | None,
+    *,
+    mechanism: str,
+    k: int | None,
+    delta: float | None,
+    degree_bound: int | None,
+    accountant: Accountant | None,
+    nonnegative: bool,
+) -> CountRelease:
+    """``count(..., mechanism=...)`` for the paper's baselines (edge DP, except Laplace)."""
+    if mechanism not in MECHANISMS:
+        raise InvalidParameterError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
+    if mechanism in ("karwa", "smooth") and unit != "edge":
+        raise InvalidParameterError(
+            f"mechanism={mechanism!r} is an edge-DP baseline; pass unit='edge' (for node DP use "
+            f"mechanism='recursive')"
+        )
+    if mechanism != "karwa" and delta is not None:
+        raise InvalidParameterError(
+            "delta= is only used by mechanism='karwa' (the (ε, δ)-DP k-triangle count)"
+        )
+    if mechanism != "laplace" and degree_bound is not None:
+        raise InvalidParameterError("degree_bound= is only used by mechanism='laplace'")
+    if mechanism == "karwa":
+        from .karwa import karwa_count
+
+        return karwa_count(
+            G,
+            pattern,
+            epsilon,
+            k=k,
+            delta=delta,
+            rng=rng,
+            accountant=accountant,
+            nonnegative=nonnegative,
+        )
+    if mechanism == "smooth":
+        from .smooth import smooth_triangle_count
+
+        if _pattern_name(pattern, k) != "triangle":
+            raise InvalidParameterError(
+                f"mechanism='smooth' counts triangles; got pattern {pattern!r} (use "
+                f"mechanism='karwa' for k-stars and k-triangles)"
+            )
+        return smooth_triangle_count(
+            G, epsilon, rng=rng, accountant=accountant, nonnegative=nonnegative
+        )
+    from .baselines import laplace_count
+
+    return laplace_count(
+        G,
+        pattern,
+        epsilon,
+        unit,
+        rng,
+        k=k,
+        degree_bound=degree_bound,
+        accountant=accountant,
+        nonnegative=nonnegative,
     )
 
 

@@ -63,9 +63,9 @@ from numpy.typing import NDArray
 from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
-from ..noise import RandomSource, _check_power, grid_power_tail
+from ..noise import MAX_SCALE, RandomSource, _check_power, grid_power_tail
 from .patterns import check_graph
-from .recursive import CountRelease
+from .recursive import CountRelease, nonnegative_release
 
 __all__ = [
     "smooth_triangle_count",
@@ -227,6 +227,39 @@ def _check_gamma(gamma: object) -> int:
     return g
 
 
+def power_tail_parameters(epsilon: float, gamma: object) -> tuple[int, float, float, float]:
+    """(γ, α, β, privacy-loss bound) of the power-tail smooth-sensitivity release at ``epsilon``.
+
+    NRS Lemma 2.7's α = ε/(4γ), β = ε/γ, and the bound of the module docstring (grid slacks
+    included). Raises before anything is charged when the bound exceeds ε (only for ε so small
+    that the 1e-11 of grid slack dominates) — the message gives the range that works.
+    """
+    gam = _check_gamma(gamma)
+    eps = check_epsilon(epsilon)
+    alpha, beta = eps / (4 * gam), eps / gam
+    c_gamma = (gam - 1) ** (1 - 1 / gam)
+    loss = max(1, gam - 1) * (beta + _SCALE_SLACK) + c_gamma * alpha + _NORMALISER_SLACK
+    if loss > eps:
+        raise InvalidParameterError(
+            f"epsilon = {eps:g} is too small for the grid slacks of this mechanism (privacy-loss "
+            f"bound {loss:.3g} > epsilon); use epsilon >= 1e-9 (and at most 1000)"
+        )
+    return gam, alpha, beta, loss
+
+
+def check_scale_range(top_scale: float, epsilon: float, what: str) -> None:
+    """Refuse, before charging, an ε whose largest possible noise scale exceeds the sampler's.
+
+    ``top_scale`` is a public bound on the noise scale (global sensitivity / α).
+    """
+    if not (top_scale <= MAX_SCALE):
+        raise InvalidParameterError(
+            f"epsilon = {epsilon:g} is too small for {what}: the noise scale can reach "
+            f"{top_scale:.3g}, above the sampler's limit {MAX_SCALE:.3g}. Use epsilon >= "
+            f"{epsilon * top_scale / MAX_SCALE:.3g} (and at most 1000)"
+        )
+
+
 def smooth_triangle_count(
     G: nx.Graph,
     epsilon: float,
@@ -234,6 +267,7 @@ def smooth_triangle_count(
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
     gamma: float = 4.0,
+    nonnegative: bool = False,
 ) -> CountRelease:
     """Triangle count + heavy-tailed noise scaled to the smooth sensitivity (ε-edge DP, NRS 2007).
 
@@ -253,9 +287,11 @@ def smooth_triangle_count(
     rng : RandomSource, optional
         Defaults to the secure source.
     accountant : Accountant, optional
-        Charged ε before the graph is read.
+        Charged ε once (model ``edge-dp``) before the graph is read.
     gamma : int-valued, 2..6
         Tail exponent of the noise (default 4: finite variance, Var Z = 1).
+    nonnegative : bool
+        Clamp the release at 0 (post-processing, recorded in the guarantee).
 
     Examples
     --------
@@ -266,20 +302,14 @@ def smooth_triangle_count(
     ('edge-dp', 0.25)
     """
     check_graph(G)
-    gam = _check_gamma(gamma)
-    if G.number_of_nodes() < 3:
-        raise InvalidParameterError(
-            f"G has {G.number_of_nodes()} node(s); a triangle count needs at least 3 nodes"
-        )
-    eps = check_epsilon(epsilon)
-    alpha, beta = eps / (4 * gam), eps / gam
-    c_gamma = (gam - 1) ** (1 - 1 / gam)
-    loss = max(1, gam - 1) * (beta + _SCALE_SLACK) + c_gamma * alpha + _NORMALISER_SLACK
-    if loss > eps:
-        raise InvalidParameterError(
-            f"epsilon {eps:g} is too small for the grid slacks of this mechanism (bound {loss:.3g})"
-        )
-    eps, source = start(eps, rng, accountant, "smooth sensitivity: triangle count", model="edge-dp")
+    gam, alpha, beta, loss = power_tail_parameters(epsilon, gamma)
+    n = G.number_of_nodes()
+    if n < 3:
+        raise InvalidParameterError(f"G has {n} node(s); a triangle count needs at least 3 nodes")
+    check_scale_range((n - 2) / alpha, float(epsilon), "the smooth-sensitivity triangle count")
+    eps, source = start(
+        epsilon, rng, accountant, "smooth sensitivity: triangle count", model="edge-dp"
+    )
     triangles, scale = _count_and_scale(G, alpha, beta)
     noisy, _ = grid_power_tail(triangles, scale, gam, source, min_scale=_min_scale(alpha, beta))
     promise = guarantee(
@@ -303,4 +333,5 @@ def smooth_triangle_count(
             "privacy_loss_bound": loss,
         },
     )
-    return CountRelease(promise, noisy, noise_std=None, statistic="triangle count")
+    rel = CountRelease(promise, noisy, noise_std=None, statistic="triangle count")
+    return nonnegative_release(rel) if nonnegative else rel
