@@ -348,6 +348,13 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--spark-master", help="Spark master URL for --engine spark.")
     @ledger_option
+    @click.option(
+        "--head",
+        type=int,
+        default=20,
+        show_default=True,
+        help="Without --out: how many estimated cells to print (0: all).",
+    )
     @click.option("--json", "as_json", is_flag=True)
     def aggregate(
         reports: tuple[str, ...],
@@ -355,6 +362,7 @@ def register(cli: click.Group) -> None:
         engine: str | None,
         spark_master: str | None,
         ledger: str | None,
+        head: int,
         as_json: bool,
     ) -> None:
         """Server side: validate and aggregate REPORTS files (one protocol) into a release.
@@ -383,7 +391,7 @@ def register(cli: click.Group) -> None:
             if out:
                 lines.append(f"release written to {info['release']}")
             else:
-                lines.append(_estimates_text(rel))
+                lines.append(_estimates_text(rel, head))
             if ledger:
                 lines.append(ledger_line(ledger))
             return "\n".join(lines)
@@ -443,7 +451,7 @@ def _estimates_text(rel: Any, head: int = 20) -> str:
     """The released estimates (head) when aggregate is not asked to save them."""
     from ._common import _cells
 
-    got = _cells(rel, head)
+    got = _cells(rel, head or None)
     if got is None:
         return f"released: {rel!r} (use --out FILE.npz to save it)"
     header, rows, n = got
