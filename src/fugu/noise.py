@@ -25,6 +25,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -104,7 +105,7 @@ class _CtrDrbg:
         """``n`` uniform 64-bit words, encrypted straight into a fresh array (no extra copy)."""
         nbytes = 8 * n
         out = np.empty(nbytes + 16, dtype=np.uint8)  # update_into wants 15 bytes of slack
-        view = memoryview(out)
+        view = out.data
         off = 0
         while off < nbytes:
             size = min(self.CHUNK, nbytes - off)
@@ -422,6 +423,375 @@ def _rational_scale(scale: NDArray[np.float64]) -> tuple[NDArray[np.uint64], NDA
     return t.astype(_U64), s.astype(_U64)
 
 
+# -- fast exact sampler: table-driven inversion of 32-bit words ------------------------------
+#
+# Every random choice below is "which interval of [0, 1) holds a uniform U", with interval ends
+# θ (transcendental numbers) known to any precision. U's first 32 bits come from one random
+# word; the outcome is decided exactly by comparing them with floor(θ·2^32) — except when the
+# word *equals* that integer (probability 2^-32 per end), and then further random words extend
+# U and θ is recomputed to more bits until the comparison is decided. So the sampled
+# distribution is the exact one; no floating-point value ever decides an outcome.
+
+_Q = 128  # fixed-point bits of the interval arithmetic used to build tables
+_CELL_BITS = 16  # a table looks up the top 16 bits of each word ...
+_CELLS = 1 << _CELL_BITS
+_LOW = np.uint32(_CELLS - 1)  # ... and compares the low 16 bits with at most one interval end
+_NONE = np.uint32(_CELLS)  # "no interval end in this cell"
+_THR_MASK = np.uint32((1 << (_CELL_BITS + 1)) - 1)
+_DIGIT_BITS = 15  # the low part of a large-scale geometric is drawn 15 bits per word
+_TOP_SCALE_BITS = 11  # the top table covers scales below 2^12 (in units of its step)
+_TAIL_BITS = 33  # tables stop where the remaining mass falls below 2^-33 (the tail recurses)
+
+
+def _exp_interval(num: int, den: int, q: int) -> tuple[int, int]:
+    """Integers lo <= exp(-num/den)·2^q <= hi (decimal: exp is correctly rounded)."""
+    import decimal
+
+    prec = int(0.302 * q) + 40 + len(str(num))
+    with decimal.localcontext() as ctx:
+        ctx.prec = prec
+        x = decimal.Decimal(num) / decimal.Decimal(den)
+        val = (-x).exp() * (decimal.Decimal(2) ** q)
+        # two correctly rounded steps (division, exp) of relative error 10^(1-prec) each, the
+        # first amplified by x; widened 100-fold for the final multiplication's rounding.
+        err = val * (x + 2) * decimal.Decimal(10) ** (3 - prec)
+        lo = int((val - err).to_integral_value(rounding=decimal.ROUND_FLOOR))
+        hi = int((val + err).to_integral_value(rounding=decimal.ROUND_CEILING))
+    return max(lo, 0), hi
+
+
+def _div_floor(a: int, b: int) -> int:
+    return a // b
+
+
+def _div_ceil(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+class _Inversion:
+    """Sample the index of the interval of [0, 1) holding a uniform U, for increasing interval
+    ends ``θ_0 < θ_1 < ... < θ_(m-1)`` (outcome ``o = #{i : θ_i <= U}`` in ``0..m``).
+
+    Built from the exact integers ``floor(θ_i·2^32)``, at most one per 16-bit cell (callers
+    ensure it). One gather per word: the table entry of the word's top 16 bits packs the
+    outcome at the cell's start (bits 17 and up) and the low 16 bits of the cell's interval end
+    (65536 when it has none). ``theta(i, q)`` returns integers ``lo <= θ_i·2^q <= hi`` at any
+    precision ``q``, for the words that equal an end's 32 bits (probability 2^-32 each).
+    """
+
+    def __init__(self, floors: list[int], theta: Any) -> None:
+        self.floors = np.asarray(floors, dtype=np.int64)
+        self.theta = theta
+        cells = (self.floors >> _CELL_BITS).astype(np.intp)
+        if cells.size > 1 and np.any(cells[1:] == cells[:-1]):
+            raise AssertionError("two interval ends in one cell")  # pragma: no cover
+        if self.floors.size >= 1 << (32 - _CELL_BITS - 1):
+            raise AssertionError("too many outcomes for a packed table")  # pragma: no cover
+        starts = np.arange(_CELLS, dtype=np.int64) << _CELL_BITS
+        base = np.searchsorted(self.floors, starts, side="left").astype(np.uint32)
+        thr = np.full(_CELLS, _NONE, dtype=np.uint32)
+        thr[cells] = (self.floors & int(_LOW)).astype(np.uint32)
+        self.entry = (base << np.uint32(_CELL_BITS + 1)) | thr
+
+    def draw(self, rng: RandomSource, words: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        """Outcomes for the given uniform words (one word each; extra words only when undecided)."""
+        entry = self.entry[words >> np.uint32(_CELL_BITS)]
+        low = words & _LOW
+        thr = entry & _THR_MASK
+        out = entry >> np.uint32(_CELL_BITS + 1)
+        out += low > thr
+        tied = np.flatnonzero(low == thr)  # U's 32 bits equal floor(θ_i·2^32)
+        for j in tied:
+            v = int(words[j])
+            i = int(np.searchsorted(self.floors, v, side="left"))
+            out[j] = i + self._resolve(rng, v, i, i + 1)
+        return out
+
+    def _resolve(self, rng: RandomSource, v: int, first: int, last: int) -> int:
+        """How many θ_i (i in [first, last), all with floor(θ_i·2^32) = v) are <= U, where U
+        starts with the 32 bits v: draw more bits of U until each comparison is decided."""
+        prefix, q = v, 32
+        count = 0
+        for i in range(first, last):
+            while True:
+                lo, hi = self.theta(i, q)
+                if prefix + 1 <= lo:  # U < prefix + 1 <= θ: U is below θ_i (and the rest)
+                    return count
+                if prefix >= hi:  # U >= θ_i
+                    count += 1
+                    break
+                prefix = (prefix << 64) | int(rng.bits64(1)[0])
+                q += 64
+        return count
+
+
+def _theta_top(t: int, s: int, e: int, q: int) -> Any:
+    """Interval ends of the top table: θ_i = 1 - w·P^(i-1), w = 2p/(1+p), P = p^(2^e)."""
+
+    def theta(i: int, qq: int) -> tuple[int, int]:
+        qe = qq + 8
+        one = 1 << qe
+        p_lo, p_hi = _exp_interval(s, t, qe)
+        w_lo = _div_floor(2 * p_lo * one, one + p_hi)
+        w_hi = _div_ceil(2 * p_hi * one, one + p_lo)
+        pw_lo, pw_hi = _exp_interval(i * (s << e), t, qe)
+        lo = one - _div_ceil(w_hi * pw_hi, one)
+        hi = one - _div_floor(w_lo * pw_lo, one)
+        return lo >> 8, _div_ceil(hi, 256)
+
+    return theta
+
+
+def _theta_digit(t: int, s: int, o: int, n: int) -> Any:
+    """Interval ends of a digit table: θ_k = (1 - r^k)/(1 - r^n), r = p^(2^o), k = 1..n-1."""
+
+    def theta(i: int, qq: int) -> tuple[int, int]:
+        k = i + 1
+        qe = qq + 8 + 70  # 1 - r^k may cancel up to ~64 bits
+        one = 1 << qe
+        a_lo, a_hi = _exp_interval(k * (s << o), t, qe)
+        b_lo, b_hi = _exp_interval(n * (s << o), t, qe)
+        lo = _div_floor((one - a_hi) * one, one - b_lo)
+        hi = _div_ceil((one - a_lo) * one, one - b_hi)
+        shift = qe - qq
+        return lo >> shift, _div_ceil(hi, 1 << shift)
+
+    return theta
+
+
+def _powers(r_lo: int, r_hi: int, count: int) -> tuple[list[int], list[int]]:
+    """Bounds of r^k·2^Q for k = 0..count-1 by repeated multiplication (floor / ceil)."""
+    one = 1 << _Q
+    lo, hi = [one], [one]
+    a, b = one, one
+    for _ in range(count - 1):
+        a = (a * r_lo) >> _Q
+        b = _div_ceil(b * r_hi, one)
+        lo.append(a)
+        hi.append(b)
+    return lo, hi
+
+
+def _floor_exact(theta: Any, i: int) -> int:
+    """floor(θ_i·2^32) from ever more precise bounds (θ_i is irrational: this ends)."""
+    q = 2 * _Q
+    while True:
+        lo, hi = theta(i, q)
+        if lo >> (q - 32) == hi >> (q - 32):
+            return int(lo >> (q - 32))
+        q *= 2
+
+
+def _floors_32(lo: list[int], hi: list[int], theta: Any) -> list[int]:
+    """floor(θ·2^32) from Q-bit bounds; an undecided one (never seen) is recomputed exactly."""
+    shift = _Q - 32
+    return [
+        a >> shift if a >> shift == b >> shift else _floor_exact(theta, i)
+        for i, (a, b) in enumerate(zip(lo, hi, strict=True))
+    ]
+
+
+#: Relative error bound used when table ends are first computed in float64 (the true bound of
+#: the computations below is under 2^-47; an end whose floor this much error could change is
+#: recomputed exactly with :func:`_floor_exact`).
+_FLOAT_SLACK = 2.0**-44
+
+
+def _exp_float(num: int, den: int) -> float:
+    """exp(-num/den) rounded to a double (decimal at 40 digits, then one correct rounding)."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        return float((-(decimal.Decimal(num) / decimal.Decimal(den))).exp())
+
+
+def _certain_floors(v: NDArray[np.float64], theta: Any, first: int = 0) -> NDArray[np.int64]:
+    """floor(v) where v carries relative error below _FLOAT_SLACK; undecided ones exactly.
+
+    ``theta(first + i, q)`` must bound the same quantity as ``v[i]`` (times 2^(q-32)).
+    """
+    lo = np.floor(v * (1 - _FLOAT_SLACK))
+    hi = np.floor(v * (1 + _FLOAT_SLACK))
+    out = lo.astype(np.int64)
+    for i in np.flatnonzero(lo != hi):
+        out[i] = _floor_exact(theta, first + int(i))
+    return out
+
+
+def _top_floors(t: int, s: int, e: int, theta: Any) -> NDArray[np.int64]:
+    """floor(θ_i·2^32), θ_i = 1 - w·P^i, for i = 0..K_max (mass beyond below 2^-33).
+
+    v_i = w·P^i·2^32 is a product of correctly rounded doubles — w and P^(2^j) (from 40-digit
+    decimal) and at most 2·17 rounded multiplications — so its relative error is below
+    40·2^-53 < 2^-47; floor(θ_i·2^32) = 2^32 - 1 - floor(v_i) since v_i is irrational.
+    """
+    k_max = max(1, math.ceil((_TAIL_BITS * math.log(2)) * t / (s << e)) + 1)
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 40
+        p = (-(decimal.Decimal(s) / decimal.Decimal(t))).exp()
+        w = float(2 * p / (1 + p))
+    i = np.arange(k_max + 1, dtype=np.int64)
+    v = np.full(i.size, w * 2.0**32)
+    for j in range(int(k_max).bit_length()):
+        base = _exp_float((s << e) << j, t)  # P^(2^j)
+        sel = ((i >> j) & 1).astype(bool)
+        v[sel] *= base
+    # floor(θ·2^32) = 2^32 - ceil(v) = 2^32 - 1 - floor(v); theta bounds θ, so flip for v
+    fl = _certain_floors(v, lambda k, q: _flip(theta, k, q))
+    return np.int64(2**32 - 1) - fl
+
+
+def _flip(theta: Any, i: int, q: int) -> tuple[int, int]:
+    """Bounds of (1 - θ_i)·2^q from bounds of θ_i·2^q, shifted so floors line up with 2^32."""
+    lo, hi = theta(i, q)
+    one = 1 << q
+    return one - hi, one - lo
+
+
+def _digit_floors(t: int, s: int, o: int, d: int, theta: Any) -> NDArray[np.int64]:
+    """floor(θ_k·2^32), θ_k = (1 - r^k)/(1 - r^n), r = exp(-x), x = s·2^o/t, for k = 1..n-1.
+
+    With g(y) = (1 - e^-y)/y, θ_k = (k/n)·g(kx)/g(nx) and nx <= 2^-11, so θ_k exceeds k/n by
+    δ_k = (k/n)(g(kx) - g(nx))/g(nx) > 0, and g(kx) - g(nx) = Σ_m (-x)^(m+1)·... is a series
+    whose terms fall by 2^-11 each: δ_k·2^32 is computed with relative error below 2^-48, and
+    floor(θ_k·2^32) = k·2^(32-d) + floor(δ_k·2^32).
+    """
+    n = 1 << d
+    x = float(s << o) / float(t)
+    k = np.arange(1, n, dtype=np.float64)
+    nf = float(n)
+    facts = [2.0, 6.0, 24.0, 120.0, 720.0, 5040.0]
+    # D = Σ_{m=1..6} (-1)^(m+1) x^m (n^m - k^m)/(m+1)!, by Horner in x
+    diff = [nf**m - k**m for m in range(1, 7)]
+    acc = diff[5] / facts[5]
+    for m in range(4, -1, -1):
+        acc = diff[m] / facts[m] - x * acc
+    big_d = x * acc
+    y = nf * x
+    g_n = 1.0 - y * (1 / 2 - y * (1 / 6 - y * (1 / 24 - y * (1 / 120 - y / 720))))
+    scale = k * 2.0 ** (32 - d)
+    delta = scale * big_d / g_n
+    frac = _certain_floors(delta, lambda i, q: _minus_grid(theta, i, q, d))
+    return scale.astype(np.int64) + frac
+
+
+def _minus_grid(theta: Any, i: int, q: int, d: int) -> tuple[int, int]:
+    """Bounds of (θ_k - k/n)·2^q from bounds of θ_k·2^q (k = i + 1, n = 2^d)."""
+    lo, hi = theta(i, q)
+    grid = (i + 1) << (q - d)
+    return lo - grid, hi - grid
+
+
+class _LaplaceTables:
+    """Exact tables for discrete Laplace with p = exp(-s/t) (scale t/s).
+
+    |X| is 0 with probability (1-p)/(1+p), otherwise 1 + G with G ~ Geometric(p) (P(G=g) ∝
+    p^g); the sign is a fair bit. G = 2^e·T + L with T ~ Geometric(p^(2^e)) and L < 2^e: as
+    p^(2^e·T + L) factors over T and over the digits of L, T and the digits are independent,
+    digit D_j (bits o_j .. o_j + d_j of L) with P(d) ∝ (p^(2^o_j))^d on [0, 2^d_j). ``e`` makes
+    T's scale lie in [2^11, 2^12) (e = 0 below scale 2^12: then one table does all).
+
+    The top table's outcomes are 0 (|X| = 0), 1 + T for T < K, and K + 1 (T >= K). K is where
+    two interval ends would share a 16-bit cell (tail mass below about 6 %); T >= K is
+    resolved by memorylessness, T = K + T' with T' a fresh top draw conditioned on T' existing.
+    """
+
+    def __init__(self, t: int, s: int) -> None:
+        log2_scale = t.bit_length() - s.bit_length()  # floor or floor+1 of log2(t/s)
+        if (t >> max(log2_scale, 0)) < (s >> max(-log2_scale, 0)):
+            log2_scale -= 1
+        e = max(0, log2_scale - _TOP_SCALE_BITS)
+        self.e = e
+        # top table: θ_i = 1 - w·P^i for i = 0..K (θ_0 = (1-p)/(1+p) = P(|X| = 0)), cut
+        # where two ends would share a 16-bit cell
+        theta = _theta_top(t, s, e, _Q)
+        floors = _top_floors(t, s, e, theta)
+        cells = floors >> _CELL_BITS
+        shared = np.flatnonzero(cells[1:] == cells[:-1])
+        if shared.size:
+            floors = floors[: shared[0] + 1]
+        self.k_top = floors.size - 1
+        self.top = _Inversion(floors.tolist(), theta)
+        # digit tables for L (none when e == 0); digits of <= 15 bits put at most one end per
+        # cell (their pmf varies by under 0.1 %, so ends are about two cells apart)
+        self.digits: list[tuple[int, _Inversion]] = []
+        n_dig = -(-e // _DIGIT_BITS)
+        bounds = [e * j // n_dig for j in range(n_dig + 1)] if n_dig else [0]
+        for o, o_next in zip(bounds[:-1], bounds[1:], strict=True):
+            theta = _theta_digit(t, s, o, 1 << (o_next - o))
+            floors = _digit_floors(t, s, o, o_next - o, theta)
+            self.digits.append((o, _Inversion(floors.tolist(), theta)))
+
+    def _low_part(self, rng: RandomSource, words: NDArray[np.uint32], n: int) -> NDArray[Any]:
+        """L = Σ_j D_j·2^(o_j) from words[n:], one word per digit (uint32 below bit 32)."""
+        low: NDArray[Any] | None = None
+        wide: NDArray[np.int64] | None = None
+        pos = n
+        for j, (o, table) in enumerate(self.digits):
+            digit: NDArray[Any] = table.draw(rng, words[pos : pos + n])
+            pos += n
+            top_bit = self.digits[j + 1][0] if j + 1 < len(self.digits) else self.e
+            if top_bit > 32:
+                digit = digit.astype(np.int64)
+            if o:
+                digit <<= o
+            if top_bit > 32:
+                wide = digit if wide is None else wide + digit
+            else:
+                low = digit if low is None else low + digit
+        if wide is None:
+            assert low is not None
+            return low
+        if low is not None:
+            wide += low
+        return wide
+
+    @property
+    def words_per_sample(self) -> int:
+        """Random 32-bit words per sample (one per table, plus one sign bit)."""
+        return 1 + len(self.digits)
+
+    def sample(self, rng: RandomSource, n: int) -> NDArray[np.int64]:
+        """``n`` exact discrete Laplace samples: ``1 + len(digits)`` words and one bit each."""
+        n_sign = (n + 31) // 32
+        words = rng.bits32(self.words_per_sample * n + n_sign)
+        top = self.top.draw(rng, words[:n])
+        k = self.k_top
+        tail = np.flatnonzero(top > k)
+        if tail.size:  # T >= K: T = K + T', T' fresh (memoryless)
+            add = np.full(tail.size, k, dtype=np.int64)
+            todo = np.arange(tail.size)
+            while todo.size:
+                redo = self.top.draw(rng, rng.bits32(todo.size)).astype(np.int64)
+                mid = (redo >= 1) & (redo <= k)
+                add[todo[mid]] += redo[mid] - 1
+                add[todo[redo > k]] += k
+                todo = todo[~mid]  # outcome 0 (|X| = 0) is no value of T': draw again
+        mag = top.astype(np.int64)  # 1 + T, or 0 for |X| = 0
+        if tail.size:
+            mag[tail] = 1 + add
+        if self.e:
+            zero = np.flatnonzero(top == 0)
+            low = self._low_part(rng, words, n)
+            mag <<= self.e  # (1 + T)·2^e; |X| = 1 + T·2^e + L = mag + L + 1 - 2^e
+            mag += low
+            mag += 1 - (1 << self.e)
+            mag[zero] = 0
+        sign = np.unpackbits(words[-n_sign:].view(np.uint8), count=n, bitorder="little")
+        neg = sign.astype(np.int64)
+        mag ^= -neg  # two's complement: -m = (m ^ -1) + 1; a no-op where the bit is 0
+        mag += neg
+        return mag
+
+
+@functools.lru_cache(maxsize=16)
+def _laplace_tables(t: int, s: int) -> _LaplaceTables:
+    return _LaplaceTables(t, s)
+
+
 def discrete_laplace(
     scale: ArrayLike, size: int | tuple[int, ...] | None = None, rng: RandomSource | None = None
 ) -> NDArray[np.int64]:
@@ -452,10 +822,16 @@ def discrete_laplace(
     if size is not None:
         scale_arr = np.broadcast_to(scale_arr, (size,) if isinstance(size, int) else size)
     shape = scale_arr.shape
-    t, s = _rational_scale(scale_arr.reshape(-1))
+    flat = scale_arr.reshape(-1)
+    if flat.size == 0:
+        _rational_scale(flat)
+        return np.empty(shape, dtype=np.int64)
+    lo_scale, hi_scale = flat.min(), flat.max()
+    if lo_scale == hi_scale or not (lo_scale <= hi_scale):  # one scale (or a NaN, refused here)
+        t1, s1 = _rational_scale(np.asarray([hi_scale if lo_scale == hi_scale else np.nan]))
+        return _discrete_laplace_group(rng, int(t1[0]), int(s1[0]), flat.size).reshape(shape)
+    t, s = _rational_scale(flat)
     out = np.empty(t.size, dtype=np.int64)
-    if t.size == 0:
-        return out.reshape(shape)
     if np.all(t == t[0]) and np.all(s == s[0]):
         groups = [(int(t[0]), int(s[0]), np.arange(t.size))]
     else:
@@ -474,9 +850,27 @@ def discrete_laplace(
             for a, b in zip(starts, ends, strict=True)
         ]
     for tg, sg, idx in groups:
-        y = _geometric(rng, tg, sg, 2 * idx.size)
-        out[idx] = y[: idx.size] - y[idx.size :]  # the difference of two geometrics
+        out[idx] = _discrete_laplace_group(rng, tg, sg, idx.size)
     return out.reshape(shape)
+
+
+def _discrete_laplace_group(rng: RandomSource, t: int, s: int, n: int) -> NDArray[np.int64]:
+    """``n`` samples at the rational scale t/s: tables for big groups, CKS for small ones."""
+    if n >= _TABLE_MIN_SAMPLES:
+        return _laplace_tables(t, s).sample(rng, n)
+    return _discrete_laplace_reference(rng, t, s, n)
+
+
+#: Groups of at least this many samples use the table sampler (building its tables takes about
+#: a millisecond at small scales and tens at 2^52; they are cached per scale); smaller groups use
+#: the reference sampler. The choice depends only on the group's size, so seeded draws repeat.
+_TABLE_MIN_SAMPLES = 2048
+
+
+def _discrete_laplace_reference(rng: RandomSource, t: int, s: int, n: int) -> NDArray[np.int64]:
+    """The reference sampler: the difference of two CKS geometrics (:func:`_geometric`)."""
+    y = _geometric(rng, t, s, 2 * n)
+    return y[:n] - y[n:]
 
 
 #: Above this many distinct scales, discrete_laplace samples with per-element parameters.
