@@ -528,6 +528,7 @@ class _Inversion:
 def _theta_top(t: int, s: int, e: int, q: int) -> Any:
     """Interval ends of the top table: θ_i = 1 - w·P^(i-1), w = 2p/(1+p), P = p^(2^e)."""
 
+    @functools.lru_cache(maxsize=256)
     def theta(i: int, qq: int) -> tuple[int, int]:
         qe = qq + 8
         one = 1 << qe
@@ -545,6 +546,7 @@ def _theta_top(t: int, s: int, e: int, q: int) -> Any:
 def _theta_digit(t: int, s: int, o: int, n: int) -> Any:
     """Interval ends of a digit table: θ_k = (1 - r^k)/(1 - r^n), r = p^(2^o), k = 1..n-1."""
 
+    @functools.lru_cache(maxsize=256)
     def theta(i: int, qq: int) -> tuple[int, int]:
         k = i + 1
         qe = qq + 8 + 70  # 1 - r^k may cancel up to ~64 bits
