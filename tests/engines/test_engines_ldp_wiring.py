@@ -5,7 +5,7 @@ Arrow table and from a Parquet report file) and by Spark (DataFrames with every 
 partition and three empty ones, and with 90/10-skewed partitions; a Parquet path read by Spark) give
 identical aggregator states (support counts) and identical releases — exact equality. Malformed
 reports found on an executor (nulls, bit vectors of another length, seeds outside uint32,
-values out of range) are counted as rejected and never used.
+values out of range) are counted as rejected, by reason, and never used.
 
 Deterministic (fixed seeds, exact comparisons): false-failure rate 0.
 """
@@ -230,7 +230,7 @@ def test_spark_malformed_reports_on_executors_are_rejected(spark: Any) -> None:
     )
     agg = proto.aggregator_for(df, engine="spark")
     assert agg.n_accepted == N - 4
-    assert agg.rejected == {"malformed": 3, "out of range": 1}
+    assert agg.rejected == {"malformed": 1, "out of type range": 2, "out of range": 1}
     keep = ~np.isin(np.arange(N), [10, 11, 12, 13])
     ref = proto.aggregator_for(reports.take(keep))
     assert all(np.array_equal(agg.state[k], ref.state[k]) for k in ref.state)
@@ -251,7 +251,7 @@ def test_spark_malformed_reports_on_executors_are_rejected(spark: Any) -> None:
     )
     agg = proto.aggregator_for(df, engine="spark", header=reports.header())
     assert agg.n_accepted == N - 3, dict(agg.rejected)
-    assert agg.rejected == {"malformed": 2, "out of range": 1}
+    assert agg.rejected == {"malformed": 1, "wrong type": 1, "out of range": 1}
     keep = ~np.isin(np.arange(N), [20, 21, 22])
     hdg = proto._from_header(reports)
     ref = hdg.aggregator_for(reports.take(keep))

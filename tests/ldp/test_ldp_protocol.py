@@ -139,7 +139,7 @@ def test_out_of_range_reports_are_rejected_and_counted() -> None:
     assert oue.aggregator().add(r).n_rejected == 1
     rows = [{"y": 1}, {"y": "x"}, {"z": 2}, ["not", "a", "dict"]]
     agg = fugu.ldp.GRR(DOM1, 1.0).aggregator().add_rows(rows)
-    assert agg.n_accepted == 1 and agg.rejected["malformed"] == 3
+    assert agg.n_accepted == 1 and agg.rejected == {"malformed": 2, "wrong type": 1}
     with pytest.raises(EmptyDataError):
         fugu.ldp.GRR(DOM1, 1.0).aggregator().estimate()
 

@@ -165,7 +165,7 @@ def test_uniform_guess_known_answer() -> None:
 def test_hio_decomposition_counts_every_value_once() -> None:
     """HIO with a noiseless stand-in: every group holds everyone (answers = exact counts)."""
     dom = fugu.datasets.synthetic_domain(2, 9)  # c = 9 is not a power of b = 2: padded tree
-    hio = fugu.ldp.HIO(dom, 30.0, branching=2, oracle="grr")
+    hio = fugu.ldp.HIO(dom, 20.0, branching=2, oracle="grr")  # ε at the top of the LDP range
     recs = fugu.datasets.correlated_gaussian(500, 2, 9, seed=3)
     codes = dom.encode_columns(recs)
     parts = [
@@ -181,7 +181,8 @@ def test_hio_decomposition_counts_every_value_once() -> None:
     w = fugu.random_workload(dom, 30, seed=5)
     # every group has all 500 users, scaled by n / N_group = n_groups: divide it back
     est = rel.answer_many(w) / hio.n_groups
-    np.testing.assert_allclose(est, PrefixSums(cube).answer(w.bounds(dom)), atol=1e-6)
+    # ε = 20 keeps a report with probability 1 − 1e-8: the debiasing moves counts by < 1e-3
+    np.testing.assert_allclose(est, PrefixSums(cube).answer(w.bounds(dom)), atol=1e-3)
 
 
 def test_lhio_pairs_are_consistent(data) -> None:

@@ -143,10 +143,18 @@ def _arrow_array(values: Any) -> Any:
     """A column as an Arrow array; an (n, w) uint8 array (packed bits) as fixed-size binary."""
     import pyarrow as pa
 
+    if type(values).__module__.split(".")[0] == "pyarrow":
+        return values
     arr = np.asarray(values)
     if arr.ndim == 2 and arr.dtype == np.uint8:
         buf = pa.py_buffer(np.ascontiguousarray(arr).tobytes())
         return pa.Array.from_buffers(pa.binary(arr.shape[1]), arr.shape[0], [None, buf])
+    if arr.ndim == 2 and arr.dtype.kind in "iuf":
+        # rows of numbers of another type: kept as they are (a reader checks their range)
+        flat = pa.array(np.ascontiguousarray(arr).reshape(-1))
+        return pa.FixedSizeListArray.from_arrays(flat, arr.shape[1])
+    if arr.ndim != 1:
+        raise InvalidTypeError(f"a column must be one-dimensional, got shape {arr.shape}")
     return pa.array(arr)
 
 
@@ -176,13 +184,31 @@ def iter_batches(
     progress: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Stream the named columns of the input as batches (dicts of columns)."""
+    for batch in iter_arrow_batches(
+        data, names, sql=sql, batch_rows=batch_rows, threads=threads, progress=progress
+    ):
+        yield dict(columns_of(batch, list(names)))
+
+
+def iter_arrow_batches(
+    data: Any,
+    names: Sequence[str],
+    *,
+    sql: str | None = None,
+    batch_rows: int = CHUNK_ROWS,
+    threads: int | None = None,
+    progress: bool = False,
+) -> Iterator[Any]:
+    """Stream the named columns of the input as Arrow record batches (non-empty ones), for
+    callers that convert columns themselves (packed bit vectors stay one buffer:
+    :func:`fugu.engines.ldp.arrow_column`)."""
     con = _Connection(data, sql, threads, progress)
     try:
         con.check(names)
         sel = ", ".join(_quote(n) for n in names)
         for batch in con.reader(f"SELECT {sel} FROM {con.src}", batch_rows):
             if batch.num_rows:
-                yield dict(columns_of(batch, list(names)))
+                yield batch
     finally:
         con.close()
 

@@ -38,7 +38,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import combinations
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,7 +55,10 @@ from ..noise import RandomSource
 from ..queries import PrefixSums, RangeQuery
 from ..release import Guarantee, Release
 from .oracles import GroupedOracle
-from .protocol import Client, LDPProtocol, Reports
+from .protocol import Client, LDPProtocol, Reports, check_ldp_epsilon
+
+if TYPE_CHECKING:
+    from ..budget import Accountant
 
 __all__ = [
     "ALPHA1",
@@ -114,7 +117,7 @@ def guideline(
     4.02
     """
     m = n_groups(d, hybrid)
-    e = math.exp(epsilon)
+    e = math.exp(check_ldp_epsilon(epsilon, "the grid guideline"))
     per = n / m
     g2 = math.sqrt(2 * alpha2 * (e - 1) * math.sqrt(per / e))
     g1 = (per * (e - 1) ** 2 * alpha1**2 / (2 * e)) ** (1 / 3) if hybrid else math.nan
@@ -551,11 +554,14 @@ class GridProtocol(LDPProtocol):
         rng: RandomSource | None = None,
         *,
         engine: str = "numpy",
+        accountant: Accountant | None = None,
         **engine_options: Any,
     ) -> Release:
         codes = self.encode(records)
         proto = self.for_users(max(1, codes.shape[0]))
-        return LDPProtocol.simulate(proto, codes, rng, engine=engine, **engine_options)
+        return LDPProtocol.simulate(
+            proto, codes, rng, engine=engine, accountant=accountant, **engine_options
+        )
 
     # -- server side -----------------------------------------------------------------------------
     def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:

@@ -77,11 +77,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..domain import Domain
-from ..errors import InvalidParameterError, check_epsilon, check_positive_int
+from ..errors import InvalidParameterError, check_positive_int
 from ..noise import RandomSource
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee, Release
-from .protocol import ColumnSpec, LDPProtocol
+from .protocol import ColumnSpec, LDPProtocol, check_ldp_epsilon
 
 __all__ = [
     "GRR",
@@ -164,7 +164,7 @@ def olh_hash(values: ArrayLike, seeds: ArrayLike, g: int, wide: bool = False) ->
 # -- parameters and variances --------------------------------------------------------------------
 def olh_g(epsilon: float) -> int:
     """The integer hash range minimising OLH's variance (≈ e^ε + 1; 4 at ε = 1, 8 at ε = 2)."""
-    e = math.exp(epsilon)
+    e = math.exp(check_ldp_epsilon(epsilon, "OLH"))
     best, best_var = 2, math.inf
     for g in {max(2, math.floor(e) + 1), max(2, math.ceil(e) + 1)}:
         p, q = e / (e + g - 1), 1.0 / g
@@ -178,7 +178,7 @@ def support_probabilities(
     oracle: str, epsilon: float, c: int, g: int | None = None
 ) -> tuple[float, float]:
     """``(p*, q*)`` of an oracle over ``c`` values (see the module docstring)."""
-    e = math.exp(epsilon)
+    e = math.exp(check_ldp_epsilon(epsilon, f"the {oracle} oracle"))
     if oracle == "grr":
         return e / (e + c - 1), 1.0 / (e + c - 1)
     if oracle == "oue":
@@ -206,7 +206,7 @@ def oracle_variance(
 
 def choose_oracle(c: int, epsilon: float) -> str:
     """The variance rule of Wang et al. 2017: ``"grr"`` when ``c < 3e^ε + 2``, else ``"olh"``."""
-    return "grr" if c < 3 * math.exp(epsilon) + 2 else "olh"
+    return "grr" if c < 3 * math.exp(check_ldp_epsilon(epsilon)) + 2 else "olh"
 
 
 # -- randomisers (vectorised; every draw from the RandomSource) ---------------------------------
@@ -590,7 +590,7 @@ def adaptive(domain: Domain, epsilon: float) -> GRR | OLH:
     >>> type(adaptive(fugu.Domain([fugu.Ordinal("v", 0, 3)]), 1.0)).__name__
     'GRR'
     """
-    eps = check_epsilon(epsilon)
+    eps = check_ldp_epsilon(epsilon, "fugu.ldp.adaptive")
     return GRR(domain, eps) if choose_oracle(domain.size, eps) == "grr" else OLH(domain, eps)
 
 
@@ -615,7 +615,7 @@ class GroupedOracle:
     """
 
     def __init__(self, epsilon: float, cells: Sequence[int], oracle: str = "adaptive") -> None:
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_ldp_epsilon(epsilon, "a grouped frequency oracle")
         self.cells = np.asarray([check_positive_int(int(k), "cells", 1) for k in cells], np.int64)
         if oracle not in ("adaptive", "grr", "olh", "oue"):
             raise InvalidParameterError(

@@ -81,12 +81,12 @@ Example
 from __future__ import annotations
 
 import json
-import math
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -102,6 +102,10 @@ from ..errors import (
 from ..mechanism import guarantee as make_guarantee
 from ..noise import RandomSource, default_source
 from ..release import Guarantee, Release
+from .wire import REASONS, clean_batch
+
+if TYPE_CHECKING:
+    from ..budget import Accountant
 
 __all__ = [
     "WIRE_FORMAT",
@@ -162,6 +166,8 @@ class Reports:
     n : number of reports
     private : False when the client used a seeded (reproducible, not private) random source
     malformed : rows that could not be read from a file (counted as rejected when aggregated)
+    invalid : rows read but rejected while reading, by reason (``"wrong type"``,
+        ``"out of type range"``; see :mod:`fugu.ldp.wire`), counted as rejected when aggregated
     """
 
     protocol: str
@@ -172,6 +178,7 @@ class Reports:
     private: bool = True
     malformed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    invalid: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.n
@@ -191,7 +198,7 @@ class Reports:
         idx = np.asarray(index)
         cols = {k: v[idx] for k, v in self.columns.items()}
         n = int(idx.sum()) if idx.dtype == bool else int(idx.size)
-        return replace(self, columns=cols, n=n, malformed=0)
+        return replace(self, columns=cols, n=n, malformed=0, invalid={})
 
     @staticmethod
     def concat(batches: Sequence[Reports]) -> Reports:
@@ -209,6 +216,7 @@ class Reports:
             n=sum(b.n for b in batches),
             private=all(b.private for b in batches),
             malformed=sum(b.malformed for b in batches),
+            invalid=dict(sum((Counter(b.invalid) for b in batches), Counter())),
         )
 
     # -- rows (per-record path, JSON lines) -----------------------------------------------------
@@ -228,36 +236,37 @@ class Reports:
     def from_rows(
         cls, header: Mapping[str, Any], rows: Iterable[Any], specs: Mapping[str, ColumnSpec]
     ) -> Reports:
-        """Rebuild a batch from per-report dicts; rows that do not fit ``specs`` are counted as
-        ``malformed`` and dropped."""
-        good: dict[str, list[Any]] = {k: [] for k in specs}
+        """Rebuild a batch from per-report dicts (bit vectors as hex strings). A row that is not
+        an object with every column is counted as ``malformed``; a value that is not exactly of
+        its column's type as ``wrong type`` or ``out of type range`` (in :attr:`invalid`). Such
+        rows are dropped, never converted."""
+        raw: dict[str, list[Any]] = {k: [] for k in specs}
         bad = 0
         for row in rows:
-            parsed = _parse_row(row, specs)
-            if parsed is None:
+            if not isinstance(row, Mapping) or any(k not in row for k in specs):
                 bad += 1
                 continue
-            for k, v in parsed.items():
-                good[k].append(v)
-        n = len(next(iter(good.values()))) if good else 0
-        cols: dict[str, np.ndarray] = {}
-        for k, spec in specs.items():
-            if isinstance(spec, tuple):
-                cols[k] = (
-                    np.frombuffer(b"".join(good[k]), dtype=np.uint8).reshape(n, spec[1])
-                    if n
-                    else _empty_column(spec)
-                )
-            else:
-                cols[k] = np.asarray(good[k], dtype=_DTYPES[spec]) if n else _empty_column(spec)
+            for k, spec in specs.items():
+                v = row[k]
+                if isinstance(spec, tuple) and isinstance(v, str):
+                    try:
+                        v = bytes.fromhex(v)
+                    except ValueError:
+                        pass  # text that is not hex: a wrong type, classified below
+                raw[k].append(v)
+        n = len(next(iter(raw.values()))) if raw else 0
+        items = {k: np.array(v + [None], dtype=object)[:-1] for k, v in raw.items()}
+        cols, rejected = clean_batch(specs, items, n=n)
+        bad += rejected.pop("malformed", 0)
         return cls(
             protocol=str(header["protocol"]),
             version=int(header["version"]),
             params=dict(header["params"]),
             columns=cols,
-            n=n,
+            n=len(next(iter(cols.values()))) if cols else 0,
             private=bool(header.get("private", True)),
             malformed=bad,
+            invalid=dict(rejected),
         )
 
     # -- files ----------------------------------------------------------------------------------
@@ -314,18 +323,13 @@ class Reports:
         if b"fugu.ldp" not in meta:
             raise ReportError("the table has no fugu.ldp header in its schema metadata")
         header = _check_header(json.loads(meta[b"fugu.ldp"]))
-        cols: dict[str, np.ndarray] = {}
-        for name in table.column_names:
-            if name == "_n":
-                continue
-            col = table.column(name).combine_chunks()
-            if hasattr(col.type, "byte_width") and col.type.id == 15:  # fixed_size_binary
-                width = col.type.byte_width
-                raw = np.frombuffer(col.buffers()[1], dtype=np.uint8)
-                start = col.offset * width
-                cols[name] = raw[start : start + len(col) * width].reshape(len(col), width)
-            else:
-                cols[name] = col.to_numpy(zero_copy_only=False)
+        from ..engines.ldp import arrow_column
+
+        # numbers and bit vectors as numpy (bit vectors: one view of the Arrow buffer); a column
+        # with nulls as objects. Nothing is converted here: the aggregator checks every value.
+        cols = {
+            name: arrow_column(table.column(name)) for name in table.column_names if name != "_n"
+        }
         return cls(
             protocol=str(header["protocol"]),
             version=int(header["version"]),
@@ -381,39 +385,6 @@ def _loads(line: str) -> Any:
         return None
 
 
-def _parse_row(row: Any, specs: Mapping[str, ColumnSpec]) -> dict[str, Any] | None:
-    if not isinstance(row, Mapping):
-        return None
-    out: dict[str, Any] = {}
-    for k, spec in specs.items():
-        if k not in row:
-            return None
-        v = row[k]
-        if isinstance(spec, tuple):
-            if not isinstance(v, str):
-                return None
-            try:
-                b = bytes.fromhex(v)
-            except ValueError:
-                return None
-            if len(b) != spec[1]:
-                return None
-            out[k] = b
-        elif spec == "float":
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                return None
-            out[k] = float(v)
-        else:
-            if isinstance(v, bool) or not isinstance(v, int):
-                return None
-            if spec == "uint32" and not 0 <= v < 2**32:
-                return None
-            if spec == "int" and not -(2**63) <= v < 2**63:
-                return None
-            out[k] = v
-    return out
-
-
 def _check_header(header: Any) -> dict[str, Any]:
     if not isinstance(header, Mapping) or header.get("format") != WIRE_FORMAT:
         raise ReportError(f"not a {WIRE_FORMAT} header: {str(header)[:120]!r}")
@@ -439,6 +410,123 @@ def protocol_from_header(header: Mapping[str, Any]) -> LDPProtocol:
     return cls.from_params(header["params"])
 
 
+# -- validation, budget ---------------------------------------------------------------------------
+ON_INVALID = ("reject", "raise")
+BUDGET_MODEL = "local-dp"
+_BUDGET_ALIASES = ("local-dp", "ldp")
+
+#: The ε range every LDP method accepts. Below 1e-6 the float64 rounding of the randomisation
+#: probabilities (relative 1e-16) is no longer negligible against ε, and e^ε − 1 loses its digits;
+#: above 20 the probabilities of the unlikely reports fall below 2^-29 of the likely ones, where
+#: the exact samplers' 2^-64 resolution and an OLH hash range above 2^28 stop being sound choices
+#: (an ε that large in local DP means no privacy at all).
+EPSILON_RANGE = (1e-6, 20.0)
+
+
+class RejectedReportsWarning(UserWarning):
+    """Some reports were rejected by the aggregator (count by reason in the message)."""
+
+
+def check_ldp_epsilon(epsilon: object, method: str = "this LDP method") -> float:
+    """``epsilon`` as a float after checking it lies in :data:`EPSILON_RANGE`.
+
+    >>> check_ldp_epsilon(1.0)
+    1.0
+    >>> check_ldp_epsilon(1e-9, "OLH")
+    Traceback (most recent call last):
+    ...
+    fugu.errors.InvalidParameterError: OLH needs 1e-06 <= epsilon <= 20, got epsilon=1e-09: ...
+    """
+    eps = check_epsilon(epsilon)
+    lo, hi = EPSILON_RANGE
+    if not lo <= eps <= hi:
+        why = (
+            "below 1e-06 the randomisation probabilities cannot be told apart in floating point "
+            "(and the estimates would have a standard deviation of more than 10^6 per user)"
+            if eps < lo
+            else "above 20 the unlikely reports are rarer than 2^-29 and the exact samplers can "
+            "no longer honour the ratio e^epsilon (and such an epsilon gives users no privacy)"
+        )
+        raise InvalidParameterError(
+            f"{method} needs {lo:g} <= epsilon <= {hi:g}, got epsilon={eps!r}: {why}; typical "
+            f"local-DP values are 0.5 to 4"
+        )
+    return eps
+
+
+def _check_on_invalid(on_invalid: object) -> str:
+    if on_invalid not in ON_INVALID:
+        raise InvalidParameterError(
+            f"on_invalid must be 'reject' (leave malformed reports out, warn and record how many) "
+            f"or 'raise' (refuse the batch), got {on_invalid!r}"
+        )
+    return str(on_invalid)
+
+
+def _charge_model(accountant: Accountant | None, epsilon: float, what: str) -> str:
+    """The model name to charge ``accountant`` with, after checking the spend fits (nothing is
+    spent yet)."""
+    if accountant is None:
+        return BUDGET_MODEL
+    from ..budget import Accountant as _Accountant
+
+    if not isinstance(accountant, _Accountant):
+        raise InvalidTypeError(
+            f"accountant must be a fugu.Accountant, got {type(accountant).__name__}"
+        )
+    model = accountant.budget.model
+    if model not in _BUDGET_ALIASES:
+        raise InvalidParameterError(
+            f"this accountant tracks {model!r} budget; a local-DP release ({what}) cannot be "
+            f"charged to it. Declare a separate one: fugu.Accountant(fugu.budget.Budget(total, "
+            f"model={BUDGET_MODEL!r}))"
+        )
+    accountant.check(epsilon, f"{what} (local DP)")
+    return model
+
+
+_STATE = "state:"
+_REJECTED = "rejected:"
+
+
+@dataclass(frozen=True)
+class EnginePartial:
+    """:meth:`LDPProtocol.partial` as a plain partial function with fixed keys, for the engines
+    (:func:`fugu.engines.ldp.aggregate_partials`): the protocol passes its own; the engine knows
+    no protocol. Picklable (Spark executors run it)."""
+
+    protocol: Any
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        state, n_ok, rejected = self.protocol.partial(batch)
+        out = {_STATE + k: np.asarray(v) for k, v in state.items()}
+        out["n_accepted"] = np.array([int(n_ok)], dtype=np.int64)
+        for r in REASONS:
+            out[_REJECTED + r] = np.array([int(rejected.get(r, 0))], dtype=np.int64)
+        return out
+
+    def merge(self, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """Combine two results when the protocol's state is not a sum (HIO)."""
+        sa = {k[len(_STATE) :]: v for k, v in a.items() if k.startswith(_STATE)}
+        sb = {k[len(_STATE) :]: v for k, v in b.items() if k.startswith(_STATE)}
+        out = {_STATE + k: v for k, v in self.protocol.merge_state(sa, sb).items()}
+        out.update({k: a[k] + b[k] for k in a if not k.startswith(_STATE)})
+        return out
+
+    @staticmethod
+    def unpack(total: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int, Counter[str]]:
+        state = {k[len(_STATE) :]: v for k, v in total.items() if k.startswith(_STATE)}
+        rejected: Counter[str] = Counter(
+            {k[len(_REJECTED) :]: int(v[0]) for k, v in total.items()
+             if k.startswith(_REJECTED) and v[0]}
+        )  # fmt: skip
+        return state, int(total["n_accepted"][0]), rejected
+
+
+def _is_arrow(values: Any) -> bool:
+    return type(values).__module__.split(".")[0] == "pyarrow"
+
+
 # -- protocol ----------------------------------------------------------------------------------
 class LDPProtocol:
     """Base class of every LDP method (public configuration; see the module docstring)."""
@@ -455,7 +543,7 @@ class LDPProtocol:
                 f"fugu.Domain([fugu.Ordinal('age', 0, 99)])"
             )
         self.domain = domain
-        self.epsilon = check_epsilon(epsilon)
+        self.epsilon = check_ldp_epsilon(epsilon, f"fugu.ldp.{type(self).__name__}")
 
     # -- hooks ----------------------------------------------------------------------------------
     def _params(self) -> dict[str, Any]:
@@ -494,21 +582,23 @@ class LDPProtocol:
         raise NotImplementedError
 
     def partial(
-        self, columns: Mapping[str, Any]
+        self, columns: Mapping[str, Any], n: int | None = None
     ) -> tuple[dict[str, np.ndarray], int, Counter[str]]:
         """Validate report columns and count support: ``(state, n_accepted, rejected)``.
 
         A pure function of one batch (no header check: the caller has matched the batch's
-        header against this protocol). Engines run it per partition and combine the states with
-        :meth:`merge_state`, then hand the sum to :meth:`Aggregator.add_partial`.
+        header against this protocol). Every value is converted exactly to its column's type or
+        its report is rejected (:func:`fugu.ldp.wire.clean_batch`: never wrapped); then the
+        protocol's ``_validate`` rejects well-typed values it cannot have produced
+        (``"out of range"``). ``n``, when given, is the number of reports the batch declares;
+        columns of another length reject the whole batch. Engines run this per partition and
+        combine the states with :meth:`merge_state`, then hand the sum to
+        :meth:`Aggregator.add_partial`.
         """
         specs = self.report_columns()
-        rejected: Counter[str] = Counter()
-        n = len(next(iter(columns.values()))) if columns else 0
-        try:
-            cols = {k: _coerce_column(k, specs[k], columns[k]) for k in specs}
-        except (ReportError, KeyError):
-            rejected["wrong type"] += n
+        cols, rejected = clean_batch(specs, columns, n)
+        size = len(next(iter(cols.values()))) if cols else 0
+        if size == 0:
             return self.empty_state(), 0, rejected
         ok = np.asarray(self._validate(cols), dtype=bool)
         n_bad = int(ok.size - ok.sum())
@@ -547,25 +637,45 @@ class LDPProtocol:
         *,
         engine: str = "numpy",
         header: Mapping[str, Any] | None = None,
+        on_invalid: str = "reject",
+        accountant: Accountant | None = None,
         **engine_options: Any,
     ) -> Release:
         """Validate and aggregate reports, and estimate: the whole server side in one call.
 
-        ``reports``: a :class:`Reports` batch (or a list of them), an Arrow table made by
-        :meth:`Reports.to_arrow`, a report file (``.parquet``/``.arrow`` read by the engine,
-        ``.jsonl`` read in memory), or a Spark DataFrame of report columns. ``engine``:
-        ``"numpy"`` (default), ``"duckdb"`` or ``"spark"`` (see :mod:`fugu.engines`), with its
-        options (``batch_rows``, ``threads``, ``spark``, ``master``, ``num_partitions``). Every
-        engine gives the same release: support counts are summed exactly.
+        Parameters
+        ----------
+        reports : a :class:`Reports` batch (or a list of them), an Arrow table made by
+            :meth:`Reports.to_arrow`, a mapping of report columns, a report file
+            (``.parquet``/``.arrow`` read by the engine, ``.jsonl`` read in memory), or a Spark
+            DataFrame of report columns.
+        engine : ``"numpy"`` (default), ``"duckdb"`` or ``"spark"`` (see :mod:`fugu.engines`),
+            with its options (``batch_rows``, ``threads``, ``spark``, ``master``,
+            ``num_partitions``). Every engine gives the same release: support counts are summed
+            exactly.
+        header : the reports' header when they carry none (a Spark DataFrame, CSV, a mapping):
+            for instance ``reports.header()``. Without it such reports are taken to follow this
+            protocol's parameters.
+        on_invalid : ``"reject"`` (default) or ``"raise"``. Every report is checked: a value its
+            column's type cannot hold exactly, a missing value, a value this protocol cannot
+            produce, a batch whose columns differ in length — each such report is rejected,
+            never converted (see :mod:`fugu.ldp.wire` for the reasons). With ``"reject"`` the
+            rejected reports are left out, a :class:`RejectedReportsWarning` gives their count
+            by reason and the release records it (``guarantee.data_options``); with ``"raise"``
+            any rejected report raises :class:`~fugu.errors.ReportError` and nothing is
+            released or charged.
+        accountant : :class:`~fugu.Accountant`, optional
+            Charged ε once for this release, with model ``"local-dp"`` (an accountant declared
+            with the model ``"ldp"`` is charged under that name). The charge is checked before
+            any report is read and recorded when the release is made.
 
         The reports' header (schema metadata of Arrow/Parquet, first line of JSON lines) is
-        checked against this protocol; a Spark DataFrame or CSV file carries none, so pass
-        ``header=`` (for instance ``reports.header()``) or the reports are taken to follow this
-        protocol's parameters. Unreadable or out-of-range rows are rejected and counted.
+        checked against this protocol: reports made with other parameters are refused.
         """
-        return self.aggregator_for(
-            reports, engine=engine, header=header, **engine_options
-        ).estimate()
+        _check_on_invalid(on_invalid)
+        model = _charge_model(accountant, self.epsilon, self.name)
+        agg = self.aggregator_for(reports, engine=engine, header=header, **engine_options)
+        return agg.estimate(on_invalid=on_invalid, accountant=accountant, _model=model)
 
     def aggregator_for(
         self,
@@ -604,7 +714,7 @@ class LDPProtocol:
         header: Mapping[str, Any] | None,
         opts: dict[str, Any],
     ) -> Aggregator:
-        from ..engines.ldp import aggregate_reports, read_header
+        from ..engines.ldp import read_header
 
         if isinstance(item, str | Path) and Path(item).suffix.lower() in (
             ".jsonl",
@@ -614,10 +724,8 @@ class LDPProtocol:
             item = Reports.load(item)
         if isinstance(item, Reports):
             hdr: dict[str, Any] | None = item.header()
-            malformed = item.malformed
         else:
             hdr = read_header(item)
-            malformed = 0
         if header is not None:
             given = _check_header(dict(header))
             if hdr is not None and json.loads(json.dumps(hdr["params"])) != json.loads(
@@ -641,24 +749,63 @@ class LDPProtocol:
             agg = proto.aggregator()
         if stub is not None:
             agg._check_header(stub)
+        private = stub.private if stub is not None else True
         if isinstance(item, Reports):
             if engine == "numpy" and not opts:
                 return agg.add(item)
-            src: Any = item.columns if engine == "numpy" else item.to_arrow()
-            if item.n == 0:
-                if malformed:
-                    agg.rejected["malformed"] += malformed
-                return agg
+            if item.malformed:
+                agg.rejected["malformed"] += item.malformed
+            agg.rejected.update({k: v for k, v in item.invalid.items() if v})
+            src: Any = dict(item.columns)
+            n_declared: int | None = item.n
         else:
-            src = item
-        try:
-            state, n_ok, rejected = aggregate_reports(agg.protocol, src, engine=engine, **opts)
-        except EmptyDataError:  # an empty batch / partition set: nothing to absorb
-            state, n_ok, rejected = agg.protocol.empty_state(), 0, Counter()
-        agg.add_partial(state, n_ok, rejected, private=stub.private if stub is not None else True)
-        if malformed:
-            agg.rejected["malformed"] += malformed
+            src, n_declared = item, None
+        if isinstance(src, Mapping):
+            # one batch in memory: its columns must agree in length before an engine splits it
+            specs = agg.protocol.report_columns()
+            _, whole = clean_batch(
+                specs, {k: src[k] for k in specs if k in src}, n_declared, structure_only=True
+            )
+            if whole:
+                agg.add_partial(agg.protocol.empty_state(), 0, whole, private=private)
+                return agg
+            if engine != "numpy" and any(
+                np.asarray(src[k]).dtype == object for k in specs if not _is_arrow(src[k])
+            ):
+                # Python objects (mixed types, None) have no column type an engine could
+                # register; the batch is in memory already, so it is read there (same result)
+                engine = "numpy"
+                opts = {k: v for k, v in opts.items() if k == "batch_rows"}
+            elif engine == "spark":
+                from ..engines.duckdb_engine import _as_arrow
+
+                src = _as_arrow({k: src[k] for k in specs})
+        state, n_ok, rejected = agg.protocol.run_partials(src, engine, opts)
+        agg.add_partial(state, n_ok, rejected, private=private)
         return agg
+
+    def run_partials(
+        self, data: Any, engine: str = "numpy", opts: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], int, Counter[str]]:
+        """``(state, n_accepted, rejected)`` of every report in ``data`` (no header check), with
+        :meth:`partial` run per batch by ``engine`` (:func:`fugu.engines.ldp.aggregate_partials`):
+        summed on the executors when :meth:`merge_state` is a sum, else merged on the driver."""
+        from ..engines.ldp import aggregate_partials
+
+        fn = EnginePartial(self)
+        additive = type(self).merge_state is LDPProtocol.merge_state
+        try:
+            total = aggregate_partials(
+                data,
+                fn,
+                columns=list(self.report_columns()),
+                engine=engine,
+                merge=None if additive else fn.merge,
+                **dict(opts or {}),
+            )
+        except EmptyDataError:  # an empty batch / partition set: nothing to absorb
+            return self.empty_state(), 0, Counter()
+        return fn.unpack(total)
 
     def simulate(
         self,
@@ -666,11 +813,19 @@ class LDPProtocol:
         rng: RandomSource | None = None,
         *,
         engine: str = "numpy",
+        accountant: Accountant | None = None,
         **engine_options: Any,
     ) -> Release:
         """Client and server in one call (experiments): perturb every record (in memory),
-        aggregate on ``engine`` (see :meth:`aggregate`)."""
-        return self.aggregate(self.client(rng).perturb(records), engine=engine, **engine_options)
+        aggregate on ``engine`` (see :meth:`aggregate`). ``accountant`` is charged ε once, with
+        model ``"local-dp"``; the charge is checked before any record is randomised."""
+        _charge_model(accountant, self.epsilon, self.name)
+        return self.aggregate(
+            self.client(rng).perturb(records),
+            engine=engine,
+            accountant=accountant,
+            **engine_options,
+        )
 
     def assign_groups(self, n: int, rng: RandomSource) -> NDArray[np.int64]:
         """Public, data-independent, balanced assignment of ``n`` users to the method's groups:
@@ -853,13 +1008,14 @@ class Aggregator:
         if not isinstance(reports, Reports):
             raise InvalidTypeError(f"expected fugu.ldp.Reports, got {type(reports).__name__}")
         self._check_header(reports)
-        if reports.malformed:
-            self.rejected["malformed"] += reports.malformed
         specs = self.protocol.report_columns()
         missing = [k for k in specs if k not in reports.columns]
         if missing:
             raise ReportError(f"{self.protocol.name} reports lack the column(s) {missing}")
-        state, n_ok, rejected = self.protocol.partial(reports.columns)
+        if reports.malformed:
+            self.rejected["malformed"] += reports.malformed
+        self.rejected.update(reports.invalid)
+        state, n_ok, rejected = self.protocol.partial(reports.columns, reports.n)
         self.add_partial(state, n_ok, rejected, private=reports.private)
         return self
 
@@ -896,16 +1052,54 @@ class Aggregator:
         self.private = self.private and other.private
         return self
 
-    def estimate(self) -> Release:
-        """The release estimated from every accepted report."""
+    def estimate(
+        self,
+        *,
+        on_invalid: str = "reject",
+        accountant: Accountant | None = None,
+        _model: str | None = None,
+    ) -> Release:
+        """The release estimated from every accepted report.
+
+        Rejected reports (by reason in :attr:`rejected`) raise :class:`ReportError` with
+        ``on_invalid="raise"``; with ``"reject"`` they give a :class:`RejectedReportsWarning` and
+        are recorded in the release (``guarantee.data_options["rejected_reports"]``).
+        ``accountant`` is charged ε once (model ``"local-dp"``) when the release is made.
+        """
+        _check_on_invalid(on_invalid)
+        p = self.protocol
+        model = _model or _charge_model(accountant, p.epsilon, p.name)
+        rejected = {k: int(v) for k, v in sorted(self.rejected.items()) if v}
+        detail = ", ".join(f"{v:,} {k}" for k, v in rejected.items())
+        if rejected and on_invalid == "raise":
+            raise ReportError(
+                f"{self.n_rejected:,} of {self.n_accepted + self.n_rejected:,} {p.name} reports "
+                f"are invalid ({detail}); nothing was released. Pass on_invalid='reject' to "
+                f"leave them out"
+            )
         if self.n_accepted == 0:
             raise EmptyDataError(
-                f"no valid {self.protocol.name} reports were aggregated "
-                f"(rejected: {dict(self.rejected) or 'none'})"
+                f"no valid {p.name} reports were aggregated (rejected: {detail or 'none'})"
             )
-        rel = self.protocol._estimate(self.state, self.n_accepted)
-        if not self.private and rel.guarantee.private:
-            rel.guarantee = replace(rel.guarantee, private=False)
+        if rejected:
+            warnings.warn(
+                f"{self.n_rejected:,} of {self.n_accepted + self.n_rejected:,} {p.name} reports "
+                f"were rejected and left out ({detail}); the release records these counts",
+                RejectedReportsWarning,
+                stacklevel=3,
+            )
+        rel = p._estimate(self.state, self.n_accepted)
+        g = rel.guarantee
+        data_options = {
+            **dict(g.data_options),
+            "reports_accepted": int(self.n_accepted),
+            "rejected_reports": rejected,
+        }
+        rel.guarantee = replace(g, data_options=data_options, private=g.private and self.private)
+        if accountant is not None:
+            accountant.spend(
+                p.epsilon, f"{p.name} release from {self.n_accepted:,} reports", model=model
+            )
         return rel
 
     def summary(self) -> dict[str, Any]:

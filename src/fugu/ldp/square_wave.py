@@ -48,10 +48,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..domain import Domain, Ordinal
-from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon, check_positive_int
+from ..errors import InvalidParameterError, InvalidTypeError, check_positive_int
 from ..noise import RandomSource
 from ..release import CubeRelease, Release
-from .protocol import ColumnSpec, LDPProtocol
+from .protocol import ColumnSpec, LDPProtocol, check_ldp_epsilon
 
 __all__ = [
     "SW",
@@ -80,9 +80,19 @@ def sw_half_width(epsilon: float) -> float:
     >>> round(sw_half_width(1.0), 3)
     0.256
     """
-    eps = check_epsilon(epsilon)
+    eps = check_ldp_epsilon(epsilon, "Square Wave")
     e = math.exp(eps)
-    return (eps * e - e + 1) / (2 * e * (e - 1 - eps))
+    if eps >= 0.05:
+        return (eps * e - e + 1) / (2 * e * (e - 1 - eps))
+    # Small ε: numerator and denominator are O(ε²) differences of O(1) terms; their series
+    # (εe^ε − e^ε + 1 = Σ_{k≥2} (k−1)ε^k/k!, e^ε − 1 − ε = Σ_{k≥2} ε^k/k!) keep every digit.
+    num = den = 0.0
+    term = 0.5  # ε^(k−2)/k! at k = 2
+    for k in range(2, 20):
+        num += (k - 1) * term
+        den += term
+        term *= eps / (k + 1)
+    return num / (2 * e * den)
 
 
 def sw_densities(epsilon: float, b: float | None = None) -> tuple[float, float]:

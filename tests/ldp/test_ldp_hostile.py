@@ -1,0 +1,277 @@
+"""Hostile report sets (issue 14, items 8 and 11): every malformed report is rejected, never
+wrapped; the release warns, records the counts by reason and can refuse; tiny or huge ε fails
+clearly before anything is planned.
+
+For every report kind (GRR, OLH, OUE, SW, Uni, HIO, LHIO, CALM, MSW, TDG, HDG) the same corrupted
+columns go through every engine path — a Reports batch in memory, a mapping of columns on the numpy
+and DuckDB engines, a Parquet file read by the numpy and DuckDB engines — and each path must reject
+exactly the corrupted rows (same counts by reason) and give the state of the clean rows alone.
+Before the fix the in-memory path wrapped OUE bytes of 300 to 44 and seeds of −1 to 2^32 − 1, and
+a short or empty column was accepted (estimates of −88.7).
+
+Deterministic (fixed seeds, exact comparisons): false-failure rate 0.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import fugu
+from fugu import ldp
+from fugu.errors import InvalidParameterError, ReportError
+from fugu.ldp.protocol import EPSILON_RANGE, RejectedReportsWarning
+
+N = 400
+DOM1 = fugu.Domain([fugu.Ordinal("v", 0, 11)])
+DOM3 = fugu.datasets.synthetic_domain(3, 8)
+DATA1 = {"v": (np.arange(N) * 5) % 12}
+DATA3 = fugu.datasets.correlated_gaussian(N, 3, 8, seed=2)
+
+METHODS: dict[str, Any] = {
+    "grr": lambda: ldp.GRR(DOM1, 1.0),
+    "olh": lambda: ldp.OLH(DOM1, 1.0),
+    "oue": lambda: ldp.OUE(DOM1, 1.0),
+    "sw": lambda: ldp.SW(DOM1, 1.0),
+    "uni": lambda: ldp.Uni(DOM3, 1.0),
+    "hio": lambda: ldp.HIO(DOM3, 1.0, branching=2),
+    "lhio": lambda: ldp.LHIO(DOM3, 1.0, branching=2),
+    "calm": lambda: ldp.CALM(DOM3, 1.0),
+    "msw": lambda: ldp.MSW(DOM3, 1.0),
+    "tdg": lambda: ldp.TDG(DOM3, 1.0),
+    "hdg": lambda: ldp.HDG(DOM3, 1.0),
+    "hdg-olh": lambda: ldp.HDG(DOM3, 1.0, oracle="olh"),
+}
+PATHS = ("memory", "numpy", "duckdb", "parquet-numpy", "parquet-duckdb")
+
+
+def _reports(method: str) -> tuple[Any, ldp.Reports]:
+    proto = METHODS[method]()
+    data = DATA1 if proto.domain is DOM1 else DATA3
+    return proto, proto.client(fugu.RandomSource(seed=7)).perturb(data)
+
+
+def _corrupt(
+    reports: ldp.Reports, typed: bool = False
+) -> tuple[dict[str, np.ndarray], Counter[str], np.ndarray]:
+    """Every column gets values its type cannot hold, on rows of its own; returns the columns,
+    the expected rejections by reason and the mask of the untouched rows. ``typed``: columns a
+    Parquet file can hold (no text in a float column)."""
+    cols: dict[str, np.ndarray] = {}
+    expected: Counter[str] = Counter()
+    bad = np.zeros(reports.n, dtype=bool)
+    for j, (name, col) in enumerate(reports.columns.items()):
+        r0, r1 = 2 * j, 2 * j + 1
+        if col.ndim == 2:  # packed bits: bytes of 300 and −1 must not wrap to 44 and 255
+            c = col.astype(np.int64)
+            c[r0, 0], c[r1, -1] = 300, -1
+            expected["out of type range"] += 2
+        elif col.dtype == np.uint32:  # OLH seeds: −1 and 2^32 must not wrap
+            c = col.astype(np.int64)
+            c[r0], c[r1] = -1, 2**32
+            expected["out of type range"] += 2
+        elif col.dtype == np.float64:  # SW values: text (or infinity) and a missing value
+            c = col.astype(object)
+            c[r0], c[r1] = (np.inf if typed else "0.5"), None
+            expected["out of range" if typed else "wrong type"] += 1
+            expected["malformed"] += 1
+        else:  # int64 (groups, buckets): a fraction, and a value beyond int64
+            c = col.astype(np.float64)
+            c[r0], c[r1] = 0.5, 2.0**70
+            expected["wrong type"] += 1
+            expected["out of type range"] += 1
+        cols[name] = c
+        bad[[r0, r1]] = True
+    return cols, expected, ~bad
+
+
+def _arrow(cols: dict[str, np.ndarray], header: dict[str, Any]) -> pa.Table:
+    arrays = {}
+    for k, v in cols.items():
+        if v.ndim == 2:
+            arrays[k] = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), v.shape[1])
+        elif v.dtype == object:
+            arrays[k] = pa.array(list(v), pa.float64())
+        else:
+            arrays[k] = pa.array(v)
+    import json
+
+    return pa.table(arrays).replace_schema_metadata({b"fugu.ldp": json.dumps(header).encode()})
+
+
+def _aggregate(proto: Any, reports: ldp.Reports, cols: dict[str, Any], path: str, tmp: Path):
+    hdr = reports.header()
+    if path == "memory":
+        hostile = ldp.Reports(reports.protocol, reports.version, reports.params, cols, reports.n)
+        return proto.aggregator_for(hostile)
+    if path in ("numpy", "duckdb"):
+        return proto.aggregator_for(cols, engine=path, header=hdr, batch_rows=97)
+    file = tmp / "hostile.parquet"
+    pq.write_table(_arrow(cols, hdr), file, row_group_size=150)
+    return proto.aggregator_for(file, engine=path.split("-")[1])
+
+
+def _same_state(agg: Any, ref: Any) -> None:
+    assert agg.n_accepted == ref.n_accepted
+    if isinstance(agg.protocol, ldp.HIO):  # the state is the multiset of validated reports
+
+        def rows(state: dict[str, np.ndarray]) -> np.ndarray:
+            r = np.stack([state[k].astype(np.int64) for k in ("group", "seed", "y")], axis=1)
+            return r[np.lexsort(r.T[::-1])]
+
+        assert np.array_equal(rows(agg.state), rows(ref.state))
+        return
+    for k in ref.state:
+        assert np.array_equal(agg.state[k], ref.state[k]), k
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_values_outside_their_type_are_rejected_never_wrapped(
+    method: str, path: str, tmp_path: Path
+) -> None:
+    proto, reports = _reports(method)
+    cols, expected, keep = _corrupt(reports, typed=path.startswith("parquet"))
+    agg = _aggregate(proto, reports, cols, path, tmp_path)
+    assert dict(agg.rejected) == dict(expected), path
+    ref = proto.aggregator_for(reports.take(keep))
+    _same_state(agg, ref)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_short_and_empty_columns_reject_the_batch(method: str) -> None:
+    proto, reports = _reports(method)
+    first = next(iter(reports.columns))
+    for cut in (reports.n - 1, 0):
+        cols = dict(reports.columns)
+        cols[first] = cols[first][:cut]
+        hostile = ldp.Reports(reports.protocol, reports.version, reports.params, cols, reports.n)
+        agg = proto.aggregator_for(hostile)
+        assert agg.n_accepted == 0
+        assert dict(agg.rejected) == {"column lengths differ": reports.n}
+        # a mapping declares no n: its columns must agree with each other
+        for engine in ("numpy", "duckdb") if len(cols) > 1 else ():
+            agg = proto.aggregator_for(cols, engine=engine, header=reports.header())
+            assert agg.n_accepted == 0, engine
+            assert dict(agg.rejected) == {"column lengths differ": reports.n}, engine
+        with pytest.raises(fugu.EmptyDataError, match="column lengths differ"):
+            proto.aggregate(hostile)
+    # a declared n that disagrees with the columns
+    lying = ldp.Reports(
+        reports.protocol, reports.version, reports.params, dict(reports.columns), reports.n + 5
+    )
+    assert dict(proto.aggregator_for(lying).rejected) == {"column lengths differ": reports.n + 5}
+
+
+def test_the_issue_cases_wrap_no_more() -> None:
+    """OUE bits of 300 and negative OLH seeds (the issue's examples), and a short column whose
+    estimates were −88.7."""
+    oue = ldp.OUE(DOM1, 1.0)
+    rep = oue.client(fugu.RandomSource(seed=1)).perturb(DATA1)
+    bits = rep.columns["bits"].astype(np.int64)
+    bits[0, 0] = 300  # 300 mod 256 = 44 would have been counted
+    hostile = ldp.Reports("oue", 1, rep.params, {"bits": bits}, rep.n)
+    agg = oue.aggregator_for(hostile)
+    assert agg.rejected == {"out of type range": 1} and agg.n_accepted == N - 1
+    olh = ldp.OLH(DOM1, 1.0)
+    rep = olh.client(fugu.RandomSource(seed=1)).perturb(DATA1)
+    seeds = rep.columns["seed"].astype(np.int64)
+    seeds[:3] = -1
+    hostile = ldp.Reports("olh", 1, rep.params, {"seed": seeds, "y": rep.columns["y"]}, rep.n)
+    assert olh.aggregator_for(hostile).rejected == {"out of type range": 3}
+    short = ldp.Reports("olh", 1, rep.params, {"seed": seeds[:10], "y": rep.columns["y"]}, rep.n)
+    with pytest.raises(fugu.EmptyDataError):
+        olh.aggregate(short)
+
+
+def test_release_warns_records_and_can_refuse() -> None:
+    proto, reports = _reports("hdg")
+    cols, expected, _ = _corrupt(reports)
+    hostile = ldp.Reports(reports.protocol, reports.version, reports.params, cols, reports.n)
+    with pytest.warns(RejectedReportsWarning, match=r"4 of 400 hdg reports were rejected"):
+        rel = proto.aggregate(hostile)
+    assert rel.guarantee.data_options["rejected_reports"] == dict(expected)
+    assert rel.guarantee.data_options["reports_accepted"] == N - 4
+    assert rel.guarantee.parameters["n_reports"] == N - 4
+    with pytest.raises(ReportError, match=r"4 of 400 hdg reports are invalid"):
+        proto.aggregate(hostile, on_invalid="raise")
+    with pytest.raises(InvalidParameterError, match="on_invalid"):
+        proto.aggregate(reports, on_invalid="drop")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # clean reports: no warning
+        clean = proto.aggregate(reports, on_invalid="raise")
+    assert clean.guarantee.data_options["rejected_reports"] == {}
+
+
+def test_rejection_record_survives_save_and_load(tmp_path: Path) -> None:
+    proto, reports = _reports("olh")
+    cols, expected, _ = _corrupt(reports)
+    hostile = ldp.Reports(reports.protocol, reports.version, reports.params, cols, reports.n)
+    with pytest.warns(RejectedReportsWarning):
+        rel = proto.aggregate(hostile)
+    back = fugu.Release.load(rel.save(tmp_path / "r.fugu"))
+    assert back.guarantee.data_options["rejected_reports"] == dict(expected)
+
+
+def test_jsonl_rows_are_classified(tmp_path: Path) -> None:
+    olh = ldp.OLH(DOM1, 1.0)
+    rep = olh.client(fugu.RandomSource(seed=1)).perturb(DATA1)
+    path = rep.save(tmp_path / "r.jsonl")
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"seed": -1, "y": 0}\n')  # out of uint32: never 4294967295
+        fh.write('{"seed": 4294967296, "y": 0}\n')
+        fh.write('{"seed": 1.5, "y": 0}\n')  # a fraction
+        fh.write('{"seed": "7", "y": 0}\n')  # text
+        fh.write('{"seed": 7}\n')  # a missing column
+        fh.write('{"seed": 7, "y": 0.0}\n')  # an integral float is an integer: accepted
+    agg = olh.aggregator_for(path)
+    assert agg.n_accepted == N + 1
+    assert dict(agg.rejected) == {"out of type range": 2, "wrong type": 2, "malformed": 1}
+
+
+# -- ε range (issue 14 item 11) -------------------------------------------------------------------
+CLASSES = [ldp.GRR, ldp.OLH, ldp.OUE, ldp.SW, ldp.Uni, ldp.HIO, ldp.LHIO, ldp.CALM, ldp.MSW,
+           ldp.TDG, ldp.HDG]  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("eps", [1e-17, 1e-300, 5e-324, 9.9e-7, 20.01, 700.0])
+def test_epsilon_outside_the_working_range_fails_clearly(cls: Any, eps: float) -> None:
+    dom = DOM1 if cls in (ldp.GRR, ldp.OLH, ldp.OUE, ldp.SW) else DOM3
+    # the core's check (ε below 2.2e-16 or above 1000) or the LDP range, each naming the range
+    with pytest.raises(InvalidParameterError, match=r"epsilon (from 2.2e-16|<= 20)"):
+        cls(dom, eps)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("eps", EPSILON_RANGE)
+def test_epsilon_at_the_ends_of_the_range_works(cls: Any, eps: float) -> None:
+    dom, data = (DOM1, DATA1) if cls in (ldp.GRR, ldp.OLH, ldp.OUE, ldp.SW) else (DOM3, DATA3)
+    rel = cls(dom, eps).simulate(data, rng=fugu.RandomSource(seed=1))
+    assert np.isfinite(rel.answer({dom.names[0]: (0, 3)}))
+
+
+def test_helper_functions_check_epsilon() -> None:
+    from fugu.ldp.grids import guideline
+    from fugu.ldp.oracles import GroupedOracle, olh_g, support_probabilities
+    from fugu.ldp.square_wave import sw_half_width
+
+    for call in (
+        lambda: olh_g(1e-17),
+        lambda: support_probabilities("grr", 1e-17, 4),
+        lambda: sw_half_width(1e-17),
+        lambda: guideline(1000, 1e-17, 3, hybrid=True),
+        lambda: GroupedOracle(1e-17, [4, 4]),
+        lambda: ldp.adaptive(DOM1, 1e-17),
+    ):
+        with pytest.raises(InvalidParameterError, match="epsilon"):
+            call()
+    # Square Wave's half-width is exact at small ε (the closed form lost every digit at 1e-6)
+    assert sw_half_width(1e-6) == pytest.approx(0.5 - 1e-6 / 3, rel=1e-12)
