@@ -8,6 +8,11 @@ Four privacy models, one library:
 * :mod:`fugu.graph` — node and edge DP for subgraph counts and joins (Recursive Mechanism);
 * :mod:`fugu.ldp` — local DP frequency oracles and multi-dimensional range queries.
 
+Also :mod:`fugu.datasets` (bundled Adult data, synthetic generators), :mod:`fugu.engines`
+(numpy, DuckDB and Spark counting), :mod:`fugu.testing` (the privacy auditor),
+:mod:`fugu.budget` (accountants and locked ledger files) and :mod:`fugu.report` (HTML reports).
+``dir(fugu)`` lists them all; they load on first use.
+
 >>> import fugu
 >>> dom = fugu.Domain([fugu.Ordinal("age", 0, 99)])
 >>> hist = fugu.Histogram.from_records({"age": [23, 35, 35, 61]}, dom)
@@ -24,9 +29,11 @@ from .errors import (
     DomainError,
     DomainTooLargeError,
     EmptyDataError,
+    FileFormatError,
     FuguError,
     InvalidParameterError,
     InvalidTypeError,
+    LedgerError,
     PolicyError,
     PrivacyLeakWarning,
     ReportError,
@@ -47,12 +54,14 @@ __all__ = [
     "DomainError",
     "DomainTooLargeError",
     "EmptyDataError",
+    "FileFormatError",
     "FuguError",
     "Guarantee",
     "Hierarchy",
     "Histogram",
     "InvalidParameterError",
     "InvalidTypeError",
+    "LedgerError",
     "Nominal",
     "Ordinal",
     "PolicyError",
@@ -68,19 +77,26 @@ __all__ = [
 ]
 
 
+#: Subpackages that load on first use (``fugu.ldp``...), so ``import fugu`` stays fast.
+LAZY_MODULES = (
+    "blowfish",
+    "graph",
+    "ldp",
+    "datasets",
+    "engines",
+    "testing",
+    "inference",
+    "report",
+)
+
+
 def __getattr__(name: str) -> object:
-    # Model packages load on first use so `import fugu` stays fast.
     import importlib
 
-    if name in (
-        "blowfish",
-        "graph",
-        "ldp",
-        "datasets",
-        "testing",
-        "inference",
-        "engines",
-        "report",
-    ):
+    if name in LAZY_MODULES:
         return importlib.import_module(f"fugu.{name}")
     raise AttributeError(f"module 'fugu' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(LAZY_MODULES))

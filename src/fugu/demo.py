@@ -55,6 +55,14 @@ class DemoResult:
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        models = [s["model"] for s in self.sections]
+        flag = "" if self.private else " NOT PRIVATE"
+        return (
+            f"<DemoResult {models} ε={self.epsilon:g} records={self.n_records:,} "
+            f"report={self.report!r} {self.seconds:.1f} s{flag}>"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon,
@@ -103,16 +111,41 @@ def _rng(seed: int | None, offset: int) -> RandomSource | None:
     return None if seed is None else RandomSource(seed=seed + offset)
 
 
-def _steps(names: Sequence[str], progress: bool) -> Iterator[str]:
-    if not progress:
-        yield from names
-        return
-    from tqdm import tqdm
+#: What ``fugu demo`` says it is doing, per model.
+STEP_TEXT = {
+    "central": "central DP: the Adult cube by every cube mechanism, errors vs epsilon",
+    "ldp": "local DP: HDG and the baselines on Adult's ordinal attributes",
+    "blowfish": "Blowfish: private k-means of generated geo points under three policies",
+    "graph": "node and edge DP: triangle counts (the Recursive Mechanism's linear programs)",
+}
 
-    bar = tqdm(names, desc="fugu demo", unit="model", file=sys.stderr, leave=False)
-    for name in bar:
-        bar.set_postfix_str(name)
+
+def _steps(
+    names: Sequence[str], progress: bool, log: Callable[[str], None] | None
+) -> Iterator[str]:
+    """Yield each model; say what it is (``log``) and show a bar on a terminal (``progress``)."""
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(names), desc="fugu demo", unit="model", file=sys.stderr, leave=False)
+    for i, name in enumerate(names, 1):
+        t0 = time.perf_counter()
+        line = f"[{i}/{len(names)}] {STEP_TEXT[name]} ..."
+        if bar is not None:
+            bar.set_postfix_str(name)
+            bar.write(line, file=sys.stderr)
+        elif log is not None:
+            log(line)
         yield name
+        done = f"[{i}/{len(names)}] {name} done in {time.perf_counter() - t0:.1f} s"
+        if bar is not None:
+            bar.update(1)
+            bar.write(done, file=sys.stderr)
+        elif log is not None:
+            log(done)
+    if bar is not None:
+        bar.close()
 
 
 def geo_points(n: int = 20_000, seed: int = 7) -> tuple[np.ndarray, Any]:
@@ -490,11 +523,13 @@ def run_demo(
     models: Sequence[str] = MODELS,
     quick: bool = False,
     progress: bool | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> DemoResult:
     """Run the demo for the chosen privacy models and (optionally) write the HTML report.
 
     ``quick`` shrinks repetitions and the ε grid (for tests). ``progress`` shows a bar on
-    stderr (default: when stderr is a terminal).
+    stderr (default: when stderr is a terminal). ``log`` receives one line per model as it
+    starts and ends (``fugu demo`` prints them on stderr unless ``--quiet``).
     """
     from .errors import InvalidParameterError, check_epsilon
 
@@ -532,7 +567,7 @@ def run_demo(
         "blowfish": lambda: _blowfish(res, epsilon, seed, epsilons, reps),
         "graph": lambda: _graph(res, epsilon, seed, (0.5, 2.0) if quick else (0.5, 1.0, 2.0), 1),
     }
-    for name in _steps([m for m in MODELS if m in models], progress):
+    for name in _steps([m for m in MODELS if m in models], progress, log):
         t0 = time.process_time()
         parts[name] = runners[name]()
         res.timings[name] = time.process_time() - t0

@@ -38,6 +38,9 @@ class MechanismEntry:
     in_demo: bool = True
     options: tuple[str, ...] = ()
 
+    def __repr__(self) -> str:
+        return f"MechanismEntry({self.name!r}, model={self.model!r}, options={self.options})"
+
 
 MECHANISMS: dict[str, MechanismEntry] = {}
 

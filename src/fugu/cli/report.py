@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import emit, is_tty, load_histogram
+from ._common import emit, is_tty, load_histogram, quiet_requested
 
 __all__ = ["register"]
 
@@ -148,6 +148,9 @@ def report_cmd(
     help="HTML report to write.",
 )
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="Do not say what is running (stderr) or show progress."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def demo_cmd(
     epsilon: float,
@@ -158,6 +161,7 @@ def demo_cmd(
     seed: int | None,
     report_path: str,
     no_report: bool,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Try every privacy model on bundled data; print errors; write an HTML report.
@@ -180,6 +184,8 @@ def demo_cmd(
         report_path=None if no_report else report_path,
         models=[m.strip() for m in models.split(",") if m.strip()],
         quick=quick,
+        progress=not quiet_requested(quiet),
+        log=None if quiet else (lambda line: click.echo(line, err=True)),
     )
     emit(result.to_dict(), as_json, result.text)
 

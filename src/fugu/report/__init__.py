@@ -55,6 +55,10 @@ class Report:
     title: str
     sections: list[_Section] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        figures = sum("<img " in s.html for s in self.sections)
+        return f"Report({self.title!r}, {len(self.sections)} sections, {figures} figures)"
+
     def add_text(self, heading: str, text: str, *, note: bool = False) -> None:
         body = "".join(f"<p>{html.escape(p)}</p>" for p in text.split("\n\n"))
         if note:
