@@ -327,9 +327,10 @@ def register(cli: click.Group) -> None:
         proto = _make(method, domain, epsilon, options)
         records = _read_records(data, domain)
         rng = seed_source(seed)
-        with open_ledger(ledger, model="ldp") as acct:
+        model = _ldp_model(ledger)
+        with open_ledger(ledger, model=model) as acct:
             if acct is not None:  # fugu.ldp clients take no accountant: charged here, first
-                acct.spend(proto.epsilon, f"{proto.name} reports of {data}", model="ldp")
+                acct.spend(proto.epsilon, f"{proto.name} reports of {data}", model=model)
             reports = proto.client(rng).perturb(records)
         path = reports.save(out)
         click.echo(
@@ -373,9 +374,9 @@ def register(cli: click.Group) -> None:
         """
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
-        with open_ledger(ledger, model="ldp") as acct:
-            proto, agg = _aggregate(reports, engine, spark_master, acct)
-        rel = agg.estimate()
+        with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
+            proto, agg = _aggregate(reports, engine, spark_master)
+            rel = agg.estimate(accountant=acct)  # charged the reports' ε inside the lock
         info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
         if out:
             info["release"] = str(rel.save(out))
@@ -399,14 +400,13 @@ def register(cli: click.Group) -> None:
         emit(info, as_json, text)
 
     def _aggregate(
-        reports: tuple[str, ...], engine: str | None, spark_master: str | None, acct: Any
+        reports: tuple[str, ...], engine: str | None, spark_master: str | None
     ) -> tuple[Any, Any]:
         from ..ldp import Reports, protocol_from_header
 
         if engine is None:
             batches = [Reports.load(p) for p in reports]
             proto = protocol_from_header(batches[0].header())
-            _charge(acct, proto, reports)
             agg = proto.aggregator()
             for b in batches:
                 agg.add(b)
@@ -417,7 +417,6 @@ def register(cli: click.Group) -> None:
             if header is None:  # JSON lines carry their header on the first line
                 header = Reports.load(reports[0]).header()
             proto = protocol_from_header(header)
-            _charge(acct, proto, reports)
             opts: dict[str, Any] = {"master": spark_master} if spark_master else {}
             agg = proto.aggregator()
             for p in reports:
@@ -426,10 +425,18 @@ def register(cli: click.Group) -> None:
         return proto, agg
 
 
-def _charge(acct: Any, proto: Any, reports: tuple[str, ...]) -> None:
-    """fugu.ldp aggregators take no accountant: the CLI charges the reports' ε first."""
-    if acct is not None:
-        acct.spend(proto.epsilon, f"{proto.name} estimates from {', '.join(reports)}", model="ldp")
+def _ldp_model(ledger: str | None) -> str:
+    """'ldp' or 'local-dp': the name the ledger uses for local DP (both are accepted)."""
+    if ledger and Path(ledger).exists():
+        from ..budget import Accountant
+
+        try:
+            model = Accountant.load(ledger).budget.model
+        except Exception:  # noqa: BLE001 - ledger_file reports a corrupt ledger with its name
+            return "ldp"
+        if model in ("ldp", "local-dp"):
+            return model
+    return "ldp"
 
 
 def _progress(total: int, unit: str, quiet: bool) -> Any:
