@@ -272,6 +272,21 @@ def secret_graph(policy: Any, grid: KMeansGrid) -> SecretGraph:
     return graph
 
 
+def _policy_id(policy: Any, grid: KMeansGrid, graph: SecretGraph) -> str | None:
+    """The policy identifier an accountant is charged under: ``Policy.name`` (description plus
+    a digest, as every Blowfish mechanism uses) for a policy or policy string; the secret
+    graph's label for a bare :class:`SecretGraph`; None for ε-DP (``policy=None``)."""
+    if policy is None:
+        return None
+    if isinstance(policy, SecretGraph):
+        return f"secret graph {graph.label}"
+    if isinstance(policy, str):
+        from .policy import Policy
+
+        policy = Policy.parse(policy, grid.domain)
+    return str(getattr(policy, "name", graph.label))
+
+
 def _from_policy(policy: Any, grid: KMeansGrid) -> SecretGraph:
     """Adapter for ``fugu.blowfish.Policy`` (see its module docstring for the attributes read)."""
     dom = getattr(policy, "domain", None)
@@ -834,6 +849,21 @@ class IterationPlan:
         return cls(eps_iter * size_fraction, eps_iter * (1 - size_fraction), sens_size, sens_sum)
 
 
+def check_plan_epsilon(eps: float, plans: Sequence[IterationPlan], k: int, d: int) -> None:
+    """Refuse (before anything is spent) an ε whose per-iteration noise scales exceed the exact
+    sampler's limit, naming the ε range that works (q_sum is noised on a grid with at most
+    ``2d`` changed coordinates, as in :func:`release_iteration`)."""
+    from ._eps import NoisePart, check_noise_epsilon
+
+    parts = []
+    for p in plans:
+        if p.sens_size > 0:
+            parts.append(NoisePart("q_size", p.sens_size, p.eps_size / eps))
+        if p.sens_sum > 0:
+            parts.append(NoisePart("q_sum", p.sens_sum, p.eps_sum / eps, min(2 * d, k * d)))
+    check_noise_epsilon(eps, parts, f"k-means ({len(plans)} iterations)")
+
+
 def release_iteration(
     sizes: ArrayLike,
     sums: ArrayLike,
@@ -1257,7 +1287,7 @@ class KMeans:
                 stacklevel=2,
             )
         model = "central-dp" if graph.kind == "full" and self.policy is None else "blowfish"
-        label = graph.label
+        label = _policy_id(self.policy, grid, graph)
         eps = check_epsilon(self.epsilon)
         kind = _input_kind(X, engine_options)
         eng = engine if engine is not None else self.engine
@@ -1276,6 +1306,12 @@ class KMeans:
             )
             n = int(np.asarray(counted["n"])[0])
         k, iters, weights = self._check(n, grid)
+        total_w = sum(weights)
+        plans = [
+            IterationPlan.split(eps * w / total_w, s_size, s_sum, float(self.size_fraction))
+            for w in weights
+        ]
+        check_plan_epsilon(eps, plans, k, grid.dim)
         eps, source = start(
             eps,
             self.rng,
@@ -1284,11 +1320,6 @@ class KMeans:
             model=model,
             policy=label,
         )
-        total_w = sum(weights)
-        plans = [
-            IterationPlan.split(eps * w / total_w, s_size, s_sum, float(self.size_fraction))
-            for w in weights
-        ]
         init = self._init_centers(grid, k, source)
         rule = _cell_rule(graph, grid)
         encoded = kind == "memory"

@@ -42,6 +42,7 @@ from ..histogram import Histogram, require_histogram
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace_variance, geometric_mechanism, grid_laplace
 from ..release import CubeRelease, Guarantee, Release
+from ._eps import NoisePart, check_noise_epsilon
 from .ordered import blowfish_neighbours
 from .policy import Policy
 from .sensitivity import Coarsening, HistogramQuery, _normalise, query_matrix, sensitivity
@@ -131,6 +132,17 @@ def laplace(
         q = _normalise(query) if query is not None else HistogramQuery()
     res = sensitivity(q, policy, detail=True)
     sens = float(res.value)
+    w: NDArray[np.float64] | None = None
+    integer = True
+    if not isinstance(q, HistogramQuery):
+        w = query_matrix(q, hist.domain) if not _is_dense_matrix(q) else np.asarray(q, np.float64)
+        if w.ndim == 1:
+            w = w[None, :]
+        integer = bool(np.all(w == np.rint(w)))
+    grid_m = None if integer else int(w.shape[0]) if w is not None else None
+    check_noise_epsilon(
+        epsilon, [NoisePart("output", sens, 1.0, grid_m)], "Blowfish Laplace mechanism"
+    )
     eps, source = start(
         epsilon,
         rng,
@@ -164,14 +176,12 @@ def laplace(
         noisy = geometric_mechanism(counts, sens, eps, source) if sens > 0 else counts
         var = float(discrete_laplace_variance(sens / eps)) if sens > 0 else 0.0
         return CubeRelease(hist.domain, g, np.asarray(noisy, dtype=np.float64), cell_variance=var)
-    w = query_matrix(q, hist.domain) if not _is_dense_matrix(q) else np.asarray(q, dtype=np.float64)
-    if w.ndim == 1:
-        w = w[None, :]
+    assert w is not None
     exact = w @ hist.counts.reshape(-1).astype(np.float64)
     labels = _labels(q, w.shape[0])
     if sens == 0:
         return LinearRelease(hist.domain, g, exact, 0.0, labels)
-    if np.all(w == np.rint(w)):
+    if integer:
         noisy = geometric_mechanism(np.rint(exact).astype(np.int64), sens, eps, source)
         var = float(discrete_laplace_variance(sens / eps))
         return LinearRelease(hist.domain, g, noisy.astype(np.float64), var, labels)

@@ -36,6 +36,7 @@ from ..budget import Accountant
 from ..histogram import Histogram
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace_variance
+from ._eps import NoisePart, check_noise_epsilon
 from .cumulative import (
     CumulativeRelease,
     Structure,
@@ -89,6 +90,7 @@ def ordered(
     hist, policy = check_ordered_input(hist, policy, "Ordered Mechanism")
     k = hist.domain.size
     sens = part_sensitivity(policy, k, block=1, height=0)
+    check_noise_epsilon(epsilon, [NoisePart("cumulative-count", sens.s_part)], "Ordered Mechanism")
     eps, source = start(
         epsilon,
         rng,

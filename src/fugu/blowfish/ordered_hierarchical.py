@@ -58,6 +58,7 @@ from ..errors import InvalidParameterError, check_positive_int
 from ..histogram import Histogram
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace_variance
+from ._eps import NoisePart, check_noise_epsilon
 from .cumulative import (
     CumulativeRelease,
     Structure,
@@ -308,15 +309,28 @@ def ordered_hierarchical(
     hist, policy = check_ordered_input(hist, policy, "Ordered Hierarchical Mechanism")
     k = hist.domain.size
     probe = part_sensitivity(policy, k, block=1, height=0)
-    plan = _choose(
+    what = "Ordered Hierarchical Mechanism"
+    # ε must be valid before planning: the split divides by ε² (ZeroDivisionError at 1e-300
+    # before this check) and every noisy part needs a scale within the sampler's limit
+    eps0 = check_noise_epsilon(epsilon, [NoisePart("smallest noisy", 1.0)], what)
+    plan = _choose(k, probe, eps0, fanout, height, eps_split, consistency)
+    plan = oh_plan(
         k,
-        probe,
-        float(epsilon) if isinstance(epsilon, int | float) and epsilon > 0 else 1.0,
-        fanout,
-        height,
-        eps_split,
-        consistency,
+        probe.theta,
+        eps0,
+        fanout=plan.fanout,
+        height=plan.height,
+        eps_split=eps_split,
+        moves=probe.moves,
+        bottom=probe.bottom,
     )
+    sens = part_sensitivity(policy, k, block=plan.block, height=plan.height)
+    parts = []
+    if sens.s_part > 0 and -(-k // plan.block) - (0 if sens.bottom else 1) > 0:
+        parts.append(NoisePart("S-node", sens.s_part, plan.eps_s / eps0))
+    if sens.h_part > 0 and plan.height > 0:
+        parts.append(NoisePart("H-node", sens.h_part, plan.eps_h / eps0))
+    check_noise_epsilon(eps0, parts, what)
     eps, source = start(
         epsilon,
         rng,
@@ -325,17 +339,6 @@ def ordered_hierarchical(
         model="blowfish",
         policy=policy.name,
     )
-    plan = oh_plan(
-        k,
-        probe.theta,
-        eps,
-        fanout=plan.fanout,
-        height=plan.height,
-        eps_split=eps_split,
-        moves=probe.moves,
-        bottom=probe.bottom,
-    )
-    sens = part_sensitivity(policy, k, block=plan.block, height=plan.height)
     total_public = not sens.bottom
     var_s = (
         float(discrete_laplace_variance(sens.s_part / plan.eps_s))
