@@ -296,7 +296,7 @@ def test_save_load_roundtrip(tmp_path) -> None:
 
 
 def test_range_report_writes_html(tmp_path) -> None:
-    from fugu.ldp.grids import range_report
+    from fugu.report.ldp_plots import range_report
 
     dom = fugu.datasets.synthetic_domain(3, 16)
     data = fugu.datasets.correlated_gaussian(5000, 3, 16, seed=1)

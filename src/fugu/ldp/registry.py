@@ -7,7 +7,10 @@ grids module adds TDG and HDG this way).
 
 from __future__ import annotations
 
-from .protocol import LDPProtocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the protocol module looks methods up here: no import back at run time
+    from .protocol import LDPProtocol
 
 METHODS: dict[str, type[LDPProtocol]] = {}
 
