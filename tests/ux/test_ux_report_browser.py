@@ -77,7 +77,7 @@ def test_demo_report_renders_in_chromium(demo_report: Path, tmp_path: Path) -> N
         [
             "Range-query error per mechanism",
             "Error vs epsilon (central DP)",
-            "True vs released answers",
+            "Error of the released answers",
             "Heatmap: age x occupation",
             "Error vs epsilon (local DP)",
             "Heatmap: age x hours_per_week under local DP",
@@ -119,7 +119,7 @@ def test_release_report_renders_in_chromium(tmp_path: Path) -> None:
             "cube: expected error per query",
             "ages: distribution",
             "Error vs epsilon",
-            "True vs released answers",
+            "Error of the released answers",
         ],
     )
 

@@ -11,12 +11,12 @@ from ..queries import PrefixSums
 from . import Report, matplotlib_agg
 from .plain import plain_text
 from .plots import (
-    PALETTE,
     bar_figure,
+    centres_map_figure,
     coarse_grid_bounds,
     error_vs_epsilon_figure,
     heatmap_pair_figure,
-    true_vs_noisy_figure,
+    residual_figure,
 )
 
 __all__ = ["write_demo_report", "pair_heatmaps"]
@@ -130,9 +130,10 @@ def _central_section(
             "Root mean square over fresh releases at each epsilon, same queries.",
         )
         rep.add_figure(
-            "True vs released answers",
-            true_vs_noisy_figure(part["truth"], part["answers"]),
-            "Each dot is one range query; the orange line is 'released = true'.",
+            "Error of the released answers",
+            residual_figure(part["truth"], part["answers"]),
+            "Each dot is one range query: its released minus its true answer, against the true "
+            "answer. The orange line is no error; panels share the error scale.",
         )
         hist = part["hist"]
         dom = hist.domain
@@ -241,24 +242,9 @@ def _blowfish_section(
         "Median over repeated fits. Every fit starts from the same public, data-independent "
         "centres, so the differences come from the noise.",
     )
-    X = part["X"]
-    fig, ax = plt.subplots(figsize=(7, 4.6))
-    ax.scatter(X[:, 0], X[:, 1], s=1, alpha=0.25, color="#7f8c8d")
-    markers = ["X", "P", "D", "o"]
-    for i, (label, c) in enumerate(part["centres"].items()):
-        ax.scatter(
-            c[:, 0],
-            c[:, 1],
-            s=90,
-            marker=markers[i % 4],
-            color=PALETTE[i % len(PALETTE)],
-            edgecolor="black",
-            label=label,
-        )
-    ax.set_xlim(0, 399)
-    ax.set_ylim(0, 299)
-    ax.set_title(f"k-means centres at epsilon = {epsilon:g}")
-    ax.legend(fontsize=8, loc="upper right")
+    fig = centres_map_figure(
+        part["X"], part["centres"], f"k-means centres at epsilon = {epsilon:g}", (399, 299)
+    )
     rep.add_figure("k-means centres on the map", fig)
     rep.add_preformatted(
         "Guarantees of the k-means fits",

@@ -29,7 +29,7 @@ from .plots import (
     error_vs_epsilon_figure,
     expected_error_figure,
     heatmap_pair_figure,
-    true_vs_noisy_figure,
+    residual_figure,
 )
 
 __all__ = ["write_release_report", "noise_scale"]
@@ -222,41 +222,16 @@ def write_release_report(
         )
     if all_answers:
         rep.add_figure(
-            "True vs released answers",
-            true_vs_noisy_figure(next(iter(all_truth.values())), all_answers)
-            if len({len(v) for v in all_truth.values()}) == 1 and _same_truth(all_truth)
-            else _per_release_scatter(all_truth, all_answers),
-            "Each dot is one range query; the orange line is 'released = true'.",
+            "Error of the released answers",
+            residual_figure(all_truth, all_answers),
+            "Each dot is one range query: its released minus its true answer, against the true "
+            "answer (publisher only). The orange line is no error; panels share the error scale.",
         )
     return rep.save(path)
 
 
 def _expected(rel: Any, wl: Any) -> np.ndarray:
     return np.array([rel.expected_error(q) for q in wl], dtype=float)
-
-
-def _same_truth(t: dict[str, np.ndarray]) -> bool:
-    vals = list(t.values())
-    return all(v.shape == vals[0].shape and np.array_equal(v, vals[0]) for v in vals)
-
-
-def _per_release_scatter(truth: dict[str, np.ndarray], answers: dict[str, np.ndarray]) -> Any:
-    from . import matplotlib_agg
-    from .plots import PALETTE
-
-    plt = matplotlib_agg()
-    names = list(answers)
-    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 3.2), squeeze=False)
-    for ax, n in zip(axes[0], names, strict=True):
-        t, a = truth[n], answers[n]
-        ax.scatter(t, a, s=4, alpha=0.5, color=PALETTE[1])
-        lo, hi = float(min(t.min(), a.min())), float(max(t.max(), a.max()))
-        ax.plot([lo, hi], [lo, hi], color=PALETTE[0], lw=1)
-        ax.set_title(f"True vs noisy answers: {n}", fontsize=9)
-        ax.set_xlabel("true")
-        ax.set_ylabel("released")
-    fig.tight_layout()
-    return fig
 
 
 def _one_d_figure(rep: Report, label: str, rel: Any, true_counts: np.ndarray | None) -> None:
