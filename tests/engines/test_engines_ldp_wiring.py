@@ -256,3 +256,38 @@ def test_spark_malformed_reports_on_executors_are_rejected(spark: Any) -> None:
     hdg = proto._from_header(reports)
     ref = hdg.aggregator_for(reports.take(keep))
     assert all(np.array_equal(agg.state[k], ref.state[k]) for k in ref.state)
+
+
+# -- bit vectors cross the engine boundary as one buffer (issue 16 item 4) -----------------------
+def test_fixed_size_bit_vectors_become_a_view_of_the_arrow_buffer() -> None:
+    from fugu.engines.ldp import arrow_column
+
+    bits = np.arange(40, dtype=np.uint8).reshape(10, 4)
+    fixed = pa.Array.from_buffers(pa.binary(4), 10, [None, pa.py_buffer(bits.tobytes())])
+    lists = pa.FixedSizeListArray.from_arrays(pa.array(bits.reshape(-1)), 4)
+    variable = pa.array([bytes(r) for r in bits], pa.binary())  # what DuckDB / Spark hand over
+    for arr in (fixed, lists, variable, fixed.slice(3, 5), variable.slice(2, 6)):
+        out = arrow_column(arr)
+        assert out.dtype == np.uint8 and out.ndim == 2 and not out.flags.owndata
+        assert np.array_equal(out, np.asarray([list(b) for b in arr.to_pylist()], np.uint8))
+    chunked = pa.chunked_array([fixed.slice(0, 4), fixed.slice(4, 6)])
+    assert np.array_equal(arrow_column(chunked), bits)
+    # nulls and values of another length stay visible: object arrays, checked row by row
+    ragged = pa.array([b"\x00\x01", b"\x00", None], pa.binary())
+    assert arrow_column(ragged).dtype == object
+
+
+def test_hdg_from_parquet_reads_bits_without_python_bytes(tmp_path: Path, monkeypatch) -> None:
+    """The file paths never build Python ``bytes`` per report (that cost 6-8x in issue 16)."""
+    import fugu.ldp.wire as wire
+
+    proto, reports = _reports("hdg")
+    path = reports.save(tmp_path / "r.parquet")
+    ref = proto.aggregator_for(reports)
+
+    def no_objects(items: np.ndarray, width: int) -> Any:
+        raise AssertionError("bit vectors reached the per-value path")
+
+    monkeypatch.setattr(wire, "_object_bits", no_objects)
+    for engine in ("numpy", "duckdb"):
+        _same_state(ref, proto.aggregator_for(path, engine=engine))
