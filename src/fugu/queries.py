@@ -57,7 +57,16 @@ class RangeQuery:
     def __init__(
         self, conditions: Mapping[str, Condition] | None = None, **kwargs: Condition
     ) -> None:
+        if conditions is not None and not isinstance(conditions, Mapping):
+            raise InvalidTypeError(
+                f"a RangeQuery takes a mapping of attribute name -> condition, got "
+                f"{type(conditions).__name__} {conditions!r:.60}; "
+                "e.g. RangeQuery({'age': (20, 29)})"
+            )
         conds = dict(conditions or {})
+        for k in conds:
+            if not isinstance(k, str):
+                raise InvalidTypeError(f"attribute names in a query are strings, got {k!r}")
         for k, v in kwargs.items():
             if k in conds:
                 raise InvalidParameterError(f"attribute {k!r} appears twice in the query")
@@ -123,6 +132,8 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
         raise DomainError(
             f"attribute {attr.name!r}: interval bounds must be numbers, got {cond!r}"
         ) from None
+    if math.isnan(lo_f) or math.isnan(hi_f):
+        raise DomainError(f"attribute {attr.name!r}: interval bounds must be numbers, got {cond!r}")
     if hi_f < lo_f:
         raise DomainError(
             f"attribute {attr.name!r}: reversed interval ({lo}, {hi}); write it as ({hi}, {lo})"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, overload
@@ -213,7 +213,7 @@ class Release:
 
     def answer(self, query: RangeQuery | Mapping[str, Any]) -> float:
         """The noisy answer to one range query."""
-        q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
+        q = _as_query(query)
         dom = self._require_domain()
         return float(self._answer_bounds(q.bounds(dom)[None])[0])
 
@@ -259,7 +259,7 @@ class Release:
         """
         if output not in _OUTPUTS:
             raise InvalidParameterError(f"output must be one of {list(_OUTPUTS)}, got {output!r}")
-        w = workload if isinstance(workload, Workload) else Workload(workload)
+        w = _as_workload(workload)
         dom = self._require_domain()
         bounds = w.bounds(dom)
         answers = self._answer_bounds(bounds)
@@ -489,6 +489,27 @@ class Release:
 _OUTPUTS = ("array", "pandas", "polars", "arrow")
 _MAX_ERROR_LOOP = 4096  # queries answered one expected_error call at a time
 _MAX_ERROR_CELLS = 2**24  # cells for which to_arrow computes per-cell errors
+
+
+def _as_query(query: Any) -> RangeQuery:
+    if isinstance(query, RangeQuery):
+        return query
+    if isinstance(query, Mapping):
+        return RangeQuery(dict(query))
+    raise InvalidTypeError(
+        f"a query is a fugu.RangeQuery or a mapping like {{'age': (20, 29)}}, got "
+        f"{type(query).__name__}"
+    )
+
+
+def _as_workload(workload: Any) -> Workload:
+    if isinstance(workload, Workload):
+        return workload
+    if isinstance(workload, str | bytes | Mapping) or not isinstance(workload, Iterable):
+        raise InvalidTypeError(
+            f"a workload is a fugu.Workload or a list of RangeQuery, got {type(workload).__name__}"
+        )
+    return Workload([_as_query(q) for q in workload])
 
 
 def _free_name(name: str, taken: Mapping[str, Any]) -> str:
