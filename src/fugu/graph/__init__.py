@@ -17,8 +17,8 @@ Joins", SIGMOD 2013 (arXiv 1304.4795), seed ``002_…``; spec ``recursive_mechan
 """
 
 from .baselines import laplace_count
-from .karwa import karwa_count
 from .edges import read_edge_list
+from .karwa import karwa_count
 from .krelation import Annotations, KRelation, minimal_dnf
 from .patterns import PATTERNS, count_occurrences, enumerate_pattern, pattern_relation
 from .recursive import (

@@ -26,6 +26,41 @@ that fugu refuses rather than switch to another form, which would be data-depend
 Duplicate participants inside a clause collapse (``a∧b ∧ b∧c`` → ``a∧b∧c``), which gives the better
 φ-sensitivity the paper uses for triangles (Fig. 2(a)).
 
+**Formula form** (``from_records(..., form="formula")``, :class:`FormulaRelation`, compiled to
+:class:`Formulas`): annotations are the K-relation formulas themselves, with one LP column per ∧/∨
+gate (spec 5.6), so a join of unions costs the length of its formula, never the size of its DNF,
+and no annotation is ever refused (nothing about representability depends on the data). The form
+is a public choice made for a whole query, never per tuple. Why this is private although
+truth-table-equal formulas can have different φ (spec 8.1(1)):
+
+*Claim.* Let D2 = D1 + p (p withdraws from D2 to give D1) and build the same query plan on both.
+For every tuple t, R1(t) is obtained from R2(t) by substituting p := False and applying only
+``x ∨ False → x``, ``x ∧ False → False`` (dropping a tuple whose annotation becomes False) and
+``x ∨ x → x``. All three are φ-invariant (φ_{x∧False} = max(0, φ_x − 1) = 0 = φ_False,
+max(φ_x, 0) = φ_x, max(φ_x, φ_x) = φ_x), so R1(t) ∼_φ R2(t)|_{p→False}, which is the neighbour
+condition (Def. 14 with ∼ = "same φ") under which H is recursive (Thm. 3) and Lemma 7 holds.
+
+*Proof, by induction on the plan.* Base relations: a record owned (jointly) by p is the leaf p or
+``∧(…, p, …)``, i.e. False once p := False; the tuple's annotation is the ∨ of its records'
+(kept even with one record), so on D1 it is the ∨ of the others — the substitution result after
+x ∨ False → x. A tuple all of whose records belong to p is absent from D1 and False in D2 after
+substitution. Union and projection build ``∨`` of the children's annotation sets; join builds
+``∨{∧(R(t1), R(t2))}``; selection and renaming only look at tuple values. Each operator commutes
+with the substitution: an ∧ with a False child is False (and in D1 the joined tuple does not
+exist), a False child of an ∨ is dropped (and in D1 that input tuple does not exist), and two ∨
+children that become equal after the substitution are merged in D1 but stay twice in D2, which φ
+cannot tell apart. No other rewrite is ever applied: in particular unary ∨ gates are never
+collapsed and repeated participants under an ∧ of gates are never merged, because ``x ∧ x → x``
+is not φ-invariant and a collapse could expose such a repetition on one side only (compiling
+collapses unary gates for the LP, which is φ-invariant, after the structure is fixed).
+
+The price against minimal DNF: a participant that reaches a tuple along several ∧-paths counts
+that many times in S_{R(t),p} (a triangle built by a self-join has S = 2 per node instead of 1),
+so minimal DNF (the default) stays the form for conjunctive queries and subgraph patterns.
+The tests check the claim on random plans (the relation built without p's records is φ-equal to
+the withdrawal) and Lemma 7 (|X(D1) − X(D2)| ≤ Δ̂) on random CNF/DNF relations for every single
+withdrawal.
+
 Example
 -------
 >>> from fugu.graph import KRelation
@@ -306,6 +341,7 @@ class KRelation:
         owners: str | Sequence[str],
         columns: Sequence[str] | None = None,
         max_clauses: int = MAX_CLAUSES,
+        form: str = "dnf",
     ) -> KRelation:
         """A base relation from records; each tuple is annotated with the ∧ of its owners.
 
@@ -318,9 +354,17 @@ class KRelation:
             owned by both its end points: ``owners=["src", "dst"]``.
         columns : list of str, optional
             The tuple's columns (default: all columns, owner columns included).
+        form : {"dnf", "formula"}
+            How annotations are kept, for this relation and everything built from it (a public
+            choice for the whole query): ``"dnf"`` (default) minimal DNF — canonical, best
+            sensitivities for conjunctive queries (subgraph patterns), but a join of unions
+            expands and may exceed ``max_clauses``; ``"formula"`` — the K-relation formulas
+            themselves (polynomial size, never refused; see the module docstring).
 
         Identical tuples are merged with ∨ (set semantics).
         """
+        if form not in ("dnf", "formula"):
+            raise InvalidParameterError(f"form must be 'dnf' or 'formula', got {form!r}")
         rows = _records(data)
         owner_cols = [owners] if isinstance(owners, str) else list(owners)
         if not owner_cols:
@@ -336,6 +380,10 @@ class KRelation:
             except KeyError as exc:
                 raise InvalidParameterError(f"record {i} has no column {exc.args[0]!r}") from None
             acc.setdefault(t, set()).add(clause)
+        if form == "formula":
+            return FormulaRelation(
+                cols, {t: _or(_record_node(c) for c in clauses) for t, clauses in acc.items()}
+            )
         return cls(cols, acc, max_clauses=max_clauses)
 
     @classmethod
@@ -407,9 +455,11 @@ class KRelation:
     ) -> KRelation:
         return KRelation(columns, acc, max_clauses=self.max_clauses)
 
+    form = "dnf"
+
     def union(self, other: KRelation) -> KRelation:
         """``R1 ∪ R2``: annotations ``R1(t) ∨ R2(t)``; both must have the same columns."""
-        _require(other)
+        _require_form(self, other)
         if other.columns != self.columns:
             raise InvalidParameterError(
                 f"union needs the same columns, got {self.columns} and {other.columns}"
@@ -462,7 +512,7 @@ class KRelation:
 
     def join(self, other: KRelation) -> KRelation:
         """``R1 ⋈ R2`` on the shared columns: annotations ``R1(t1) ∧ R2(t2)`` (in minimal DNF)."""
-        _require(other)
+        _require_form(self, other)
         shared = [c for c in self.columns if c in other.columns]
         extra = [c for c in other.columns if c not in self.columns]
         li = [self._index(c) for c in shared]
@@ -581,3 +631,548 @@ def _require(other: Any) -> None:
 def require_nonempty(ann: Annotations) -> None:
     if ann.n_tuples == 0:
         raise EmptyDataError("the relation is empty: nothing to count")
+
+
+# -- general positive formulas (polynomial size) -------------------------------------------------
+AND, OR = 0, 1
+
+
+@dataclass(frozen=True)
+class Formulas:
+    """Compiled annotations kept as formulas: one tree of ∧/∨ gates per tuple (issue 18 part 1).
+
+    Node ids ``0..n_participants-1`` are the participants; node ``n_participants + g`` is gate
+    ``g``. Gate ``g`` has type ``gate_type[g]`` (:data:`AND` or :data:`OR`) and children
+    ``child[child_ptr[g]:child_ptr[g+1]]`` (node ids; every child gate has a smaller index, so
+    the gate order is topological). Tuple ``t`` has root node ``root[t]`` and weight
+    ``weights[t] > 0``; no gate is shared between tuples. The linear programs get one column per
+    gate (the standard polynomial encoding), so a join of unions costs its formula's length, not
+    the size of its DNF. φ is the paper's relaxation: ∧ → max(0, Σ − (m − 1)), ∨ → max.
+
+    Why neighbours stay φ-equivalent without a canonical form: see the module docstring of
+    :mod:`fugu.graph.krelation` (section "Formula form").
+    """
+
+    n_participants: int
+    gate_type: NDArray[np.int8]
+    child_ptr: NDArray[np.int64]
+    child: NDArray[np.int64]
+    root: NDArray[np.int64]
+    weights: NDArray[np.float64]
+    labels: tuple[Any, ...] | None = None
+
+    # -- construction -----------------------------------------------------------------------
+    @staticmethod
+    def from_clauses(
+        tuples: Sequence[Sequence[Sequence[int]]],
+        kind: str,
+        n_participants: int,
+        weights: Sequence[float] | None = None,
+        labels: Sequence[Any] | None = None,
+    ) -> Formulas:
+        """Tuples given as CNF (``kind="cnf"``: ∧ of ∨-clauses) or DNF (``"dnf"``: ∨ of
+        ∧-clauses) over participant indices; each tuple is a list of clauses.
+
+        >>> f = Formulas.from_clauses([[[0, 1], [1, 2]]], "cnf", 3)   # (p0 ∨ p1) ∧ (p1 ∨ p2)
+        >>> f.evaluate(np.array([1.0, 0.0, 1.0])).tolist()
+        [1.0]
+        """
+        if kind not in ("cnf", "dnf"):
+            raise InvalidParameterError(f"kind must be 'cnf' or 'dnf', got {kind!r}")
+        inner, outer = (OR, AND) if kind == "cnf" else (AND, OR)
+        types: list[int] = []
+        ptr = [0]
+        kids: list[int] = []
+        roots: list[int] = []
+        n = int(n_participants)
+        for clauses in tuples:
+            tops = []
+            for c in clauses:
+                vs = sorted({int(v) for v in c})
+                if not vs or min(vs) < 0 or max(vs) >= n:
+                    raise InvalidParameterError(
+                        f"clause {list(c)!r} must name participants 0..{n - 1}"
+                    )
+                if len(vs) == 1:
+                    tops.append(vs[0])
+                    continue
+                types.append(inner)
+                kids.extend(vs)
+                ptr.append(len(kids))
+                tops.append(n + len(types) - 1)
+            if not tops:
+                raise InvalidParameterError("every tuple needs at least one clause")
+            if len(tops) == 1:
+                roots.append(tops[0])
+                continue
+            types.append(outer)
+            kids.extend(tops)
+            ptr.append(len(kids))
+            roots.append(n + len(types) - 1)
+        w = np.ones(len(roots)) if weights is None else np.asarray(weights, dtype=np.float64)
+        return Formulas(
+            n_participants=n,
+            gate_type=np.asarray(types, dtype=np.int8),
+            child_ptr=np.asarray(ptr, dtype=np.int64),
+            child=np.asarray(kids, dtype=np.int64),
+            root=np.asarray(roots, dtype=np.int64),
+            weights=w,
+            labels=None if labels is None else tuple(labels),
+        )
+
+    # -- sizes ----------------------------------------------------------------------------------
+    @property
+    def n_tuples(self) -> int:
+        return int(self.root.size)
+
+    @property
+    def n_gates(self) -> int:
+        return int(self.gate_type.size)
+
+    @property
+    def size(self) -> int:
+        """Total formula length L (the LP has O(L) rows and columns)."""
+        return int(self.child.size)
+
+    def total(self) -> float:
+        return float(self.weights.sum())
+
+    # -- structure helpers ------------------------------------------------------------------------
+    def _levels(self) -> list[NDArray[np.int64]]:
+        """Gates grouped by height (leaves 0): every child of a level-ℓ gate has a lower level."""
+        n = self.n_participants
+        height = np.zeros(n + self.n_gates, np.int64)
+        lens = np.diff(self.child_ptr)
+        parent = np.repeat(np.arange(self.n_gates), lens)
+        # child gates have smaller indices: one pass in index order, vectorised by rounds
+        h = np.zeros(self.n_gates, np.int64)
+        while True:
+            kid_h = np.where(self.child >= n, h[np.maximum(self.child - n, 0)] + 1, 1)
+            new = np.zeros(self.n_gates, np.int64)
+            if self.n_gates:
+                np.maximum.at(new, parent, kid_h)
+            if np.array_equal(new, h):
+                break
+            h = new
+        height[n:] = h
+        order = np.argsort(h, kind="stable")
+        bounds = np.flatnonzero(np.diff(h[order])) + 1
+        return [g for g in np.split(order, bounds) if g.size]
+
+    def gate_tuple(self) -> NDArray[np.int64]:
+        """The tuple every gate belongs to (gates are not shared)."""
+        n = self.n_participants
+        owner = np.full(self.n_gates, -1, np.int64)
+        is_gate = self.root >= n
+        owner[self.root[is_gate] - n] = np.flatnonzero(is_gate)
+        lens = np.diff(self.child_ptr)
+        parent = np.repeat(np.arange(self.n_gates), lens)
+        sel = self.child >= n
+        kid, par = self.child[sel] - n, parent[sel]
+        for _ in range(self.n_gates + 1):  # parents have larger indices: propagate downwards
+            before = owner.copy()
+            owner[kid] = np.where(owner[par] >= 0, owner[par], owner[kid])
+            if np.array_equal(before, owner):
+                break
+        return owner
+
+    # -- φ ----------------------------------------------------------------------------------------
+    def node_values(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+        """φ of every node (participants first, then gates) at presence ``f``."""
+        n = self.n_participants
+        v = np.empty(n + self.n_gates)
+        v[:n] = f
+        lens = np.diff(self.child_ptr)
+        for gates in self._levels():
+            starts = self.child_ptr[gates]
+            m = lens[gates]
+            idx = np.repeat(starts, m) + (np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m))
+            kv = v[self.child[idx]]
+            offs = np.concatenate([[0], np.cumsum(m)[:-1]])
+            sums = np.add.reduceat(kv, offs)
+            maxs = np.maximum.reduceat(kv, offs)
+            is_and = self.gate_type[gates] == AND
+            v[n + gates] = np.where(is_and, np.maximum(0.0, sums - (m - 1)), maxs)
+        return v
+
+    def evaluate(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+        """φ_{R(t)}(f) for every tuple."""
+        if not self.n_tuples:
+            return np.zeros(0)
+        return np.asarray(self.node_values(np.asarray(f, np.float64))[self.root], np.float64)
+
+    def truth(self, present: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        return self.evaluate(present.astype(np.float64)) > 0.5
+
+    # -- φ-sensitivities -------------------------------------------------------------------------
+    def sensitivity_pairs(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+        """(tuple, participant, S_{R(t),p}) for every participant in every tuple's formula.
+
+        S of the paper's eq. 17: a leaf p has S = 1 for p; ∧ adds its children's S, ∨ takes the
+        maximum (spec 5.4). Computed level by level over (gate, participant) pairs.
+        """
+        n = self.n_participants
+        lens = np.diff(self.child_ptr)
+        parent = np.repeat(np.arange(self.n_gates), lens)
+        # pairs[g] as arrays: gate ids, participants, values (only for gates already done)
+        pg = np.zeros(0, np.int64)
+        pp = np.zeros(0, np.int64)
+        ps = np.zeros(0)
+        for gates in self._levels():
+            mark = np.zeros(self.n_gates, bool)
+            mark[gates] = True
+            sel = mark[parent]
+            kids, pars = self.child[sel], parent[sel]
+            leaf = kids < n
+            g_parts = [pars[leaf]]
+            p_parts = [kids[leaf]]
+            s_parts = [np.ones(int(leaf.sum()))]
+            sub_kids, sub_pars = kids[~leaf] - n, pars[~leaf]
+            if sub_kids.size and pg.size:
+                order = np.argsort(pg, kind="stable")
+                spg, spp, sps = pg[order], pp[order], ps[order]
+                lo = np.searchsorted(spg, sub_kids, "left")
+                hi = np.searchsorted(spg, sub_kids, "right")
+                cnt = hi - lo
+                rep = np.repeat(np.arange(sub_kids.size), cnt)
+                pos = np.repeat(lo, cnt) + (
+                    np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+                )
+                g_parts.append(sub_pars[rep])
+                p_parts.append(spp[pos])
+                s_parts.append(sps[pos])
+            g_all = np.concatenate(g_parts)
+            p_all = np.concatenate(p_parts)
+            s_all = np.concatenate(s_parts)
+            key = g_all * np.int64(max(n, 1)) + p_all
+            uk, inv = np.unique(key, return_inverse=True)
+            gk = uk // max(n, 1)
+            is_and = self.gate_type[gk] == AND
+            sums = np.bincount(inv, weights=s_all, minlength=uk.size)
+            maxs = np.zeros(uk.size)
+            np.maximum.at(maxs, inv, s_all)
+            pg = np.concatenate([pg, gk])
+            pp = np.concatenate([pp, uk % max(n, 1)])
+            ps = np.concatenate([ps, np.where(is_and, sums, maxs)])
+        # per tuple: the root's pairs
+        t_parts = [np.flatnonzero(self.root < n)]
+        p_out = [self.root[self.root < n]]
+        s_out = [np.ones(t_parts[0].size)]
+        gate_roots = np.flatnonzero(self.root >= n)
+        if gate_roots.size and pg.size:
+            root_of_gate = np.full(self.n_gates, -1, np.int64)
+            root_of_gate[self.root[gate_roots] - n] = gate_roots
+            keep = root_of_gate[pg] >= 0
+            t_parts.append(root_of_gate[pg[keep]])
+            p_out.append(pp[keep])
+            s_out.append(ps[keep])
+        return (np.concatenate(t_parts), np.concatenate(p_out), np.concatenate(s_out))
+
+    def incidence(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        t, p, _ = self.sensitivity_pairs()
+        return t, p
+
+    def impact(self) -> NDArray[np.float64]:
+        """Σ_t q(t) S_{R(t),p} per participant (G_{|P|}/2, the closed form of spec 5.5)."""
+        t, p, s = self.sensitivity_pairs()
+        return np.asarray(
+            np.bincount(p, weights=self.weights[t] * s, minlength=self.n_participants),
+            dtype=np.float64,
+        )
+
+    # -- neighbours ----------------------------------------------------------------------------
+    def restrict(self, keep: NDArray[np.bool_]) -> Formulas:
+        """The formulas when only participants with ``keep[p]`` take part: withdrawn participants
+        become False and False is removed by the φ-invariant rules only (x ∨ False → x,
+        x ∧ False → False); unary gates are kept, nothing else is rewritten."""
+        n = self.n_participants
+        lens = np.diff(self.child_ptr)
+        parent = np.repeat(np.arange(self.n_gates), lens)
+        false = np.zeros(n + self.n_gates, bool)
+        false[:n] = ~np.asarray(keep, bool)
+        for gates in self._levels():
+            mark = np.zeros(self.n_gates, bool)
+            mark[gates] = True
+            sel = mark[parent]
+            kf = false[self.child[sel]].astype(np.int64)
+            n_false = np.bincount(parent[sel], weights=kf, minlength=self.n_gates)[gates]
+            is_and = self.gate_type[gates] == AND
+            false[n + gates] = np.where(is_and, n_false > 0, n_false == lens[gates])
+        tuple_ok = ~false[self.root]
+        # gates reachable from kept roots through non-False nodes (False children of ∨ dropped)
+        reach = np.zeros(self.n_gates, bool)
+        r = self.root[tuple_ok]
+        reach[r[r >= n] - n] = True
+        for gates in reversed(self._levels()):
+            g = gates[reach[gates]]
+            if not g.size:
+                continue
+            m = lens[g]
+            idx = np.repeat(self.child_ptr[g], m) + (
+                np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
+            )
+            kids = self.child[idx]
+            ok = (kids >= n) & ~false[kids]
+            reach[kids[ok] - n] = True
+        child_ok = ~false[self.child] & reach[parent]
+        kept_kids = self.child[child_ok]
+        used = np.zeros(n, bool)
+        used[kept_kids[kept_kids < n]] = True
+        rl = self.root[tuple_ok]
+        used[rl[rl < n]] = True
+        new_p = np.cumsum(used) - 1
+        new_g = np.cumsum(reach) - 1
+        n_new = int(used.sum())
+
+        def remap(ids: NDArray[np.int64]) -> NDArray[np.int64]:
+            return np.where(ids < n, new_p[np.minimum(ids, n - 1)], n_new + new_g[ids - n])
+
+        new_lens = np.bincount(parent[child_ok], minlength=self.n_gates)[reach]
+        labels = (
+            None
+            if self.labels is None
+            else tuple(lab for lab, u in zip(self.labels, used, strict=True) if u)
+        )
+        return Formulas(
+            n_participants=n_new,
+            gate_type=self.gate_type[reach],
+            child_ptr=np.concatenate([[0], np.cumsum(new_lens)]).astype(np.int64),
+            child=remap(kept_kids).astype(np.int64),
+            root=remap(self.root[tuple_ok]).astype(np.int64),
+            weights=self.weights[tuple_ok],
+            labels=labels,
+        )
+
+    def withdraw(self, p: int) -> Formulas:
+        keep = np.ones(self.n_participants, bool)
+        keep[p] = False
+        return self.restrict(keep)
+
+
+# -- K-relations in formula form ---------------------------------------------------------------
+#: A formula node: ("v", p) a participant, ("and", (child, ...)), ("or", frozenset(children)).
+Node = tuple[Any, ...]
+
+
+def _and(children: Sequence[Node]) -> Node:
+    return ("and", tuple(children))
+
+
+def _or(children: Iterable[Node]) -> Node:
+    return ("or", frozenset(children))
+
+
+def _record_node(owners: Iterable[Hashable]) -> Node:
+    leaves = sorted({("v", p) for p in owners}, key=repr)
+    if not leaves:
+        raise InvalidParameterError("a record needs at least one owner")
+    return leaves[0] if len(leaves) == 1 else _and(leaves)
+
+
+def _substitute(node: Node, gone: Hashable, memo: dict[int, Node | None]) -> Node | None:
+    """``node`` with ``gone := False``, simplified by x ∨ False → x and x ∧ False → False only
+    (None is False). Unary gates are kept: collapsing them is φ-invariant but would change the
+    structure later operators see; keeping the plan's structure is what the privacy argument uses.
+    """
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    kind = node[0]
+    out: Node | None
+    if kind == "v":
+        out = None if node[1] == gone else node
+    elif kind == "and":
+        kids = [_substitute(c, gone, memo) for c in node[1]]
+        out = None if any(k is None for k in kids) else _and([k for k in kids if k is not None])
+    else:
+        kept = [k for k in (_substitute(c, gone, memo) for c in node[1]) if k is not None]
+        out = _or(kept) if kept else None
+    memo[key] = out
+    return out
+
+
+def _render(node: Node) -> str:
+    if node[0] == "v":
+        return str(node[1])
+    parts = sorted(_render(c) for c in node[1])
+    if len(parts) == 1:
+        return parts[0]
+    sep = " ∧ " if node[0] == "and" else " ∨ "
+    return sep.join(p if p.startswith("(") or (" " not in p) else f"({p})" for p in parts)
+
+
+class FormulaRelation(KRelation):
+    """A sensitive K-relation whose annotations are kept as formulas (``form="formula"``).
+
+    Built with :meth:`KRelation.from_records` (``form="formula"``) and the same positive relational
+    algebra; every operator adds gates exactly as the K-relation semantics say (a union or a
+    projection adds an ∨ over the merged annotations, a join an ∧ of the two), so a join of unions
+    costs the length of its formula instead of the size of its DNF, and nothing is ever refused for
+    its size. See the module docstring (section "Formula form") for why the withdrawal of a
+    participant keeps neighbours φ-equivalent.
+    """
+
+    form = "formula"
+
+    def __init__(
+        self, columns: Sequence[str], rows: Mapping[tuple[Any, ...], Node] | None = None
+    ) -> None:
+        super().__init__(columns)
+        self._nodes: dict[tuple[Any, ...], Node] = {}
+        for t, node in (rows or {}).items():
+            t = tuple(t)
+            if len(t) != len(self.columns):
+                raise InvalidParameterError(
+                    f"tuple {t!r} has {len(t)} values for columns {self.columns}"
+                )
+            self._nodes[t] = node
+
+    def _materialise(self) -> dict[tuple[Any, ...], Any]:
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __repr__(self) -> str:
+        return f"<KRelation form=formula columns={self.columns} tuples={len(self)}>"
+
+    def dnf(self, t: tuple[Any, ...]) -> frozenset[frozenset[Hashable]]:
+        raise InvalidParameterError(
+            "this relation keeps annotations as formulas (form='formula'); their DNF can be "
+            "exponentially large. Use .annotation(t) for the formula"
+        )
+
+    def annotation(self, t: tuple[Any, ...]) -> str:
+        node = self._nodes.get(tuple(t))
+        return "False" if node is None else _render(node)
+
+    @property
+    def participants(self) -> list[Hashable]:
+        seen: dict[Hashable, None] = {}
+        stack = list(self._nodes.values())
+        done: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in done:
+                continue
+            done.add(id(node))
+            if node[0] == "v":
+                seen.setdefault(node[1], None)
+            else:
+                stack.extend(node[1])
+        return list(seen)
+
+    def _new(self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Any]) -> KRelation:
+        return FormulaRelation(columns, acc)
+
+    def union(self, other: KRelation) -> KRelation:
+        _require_form(self, other)
+        if other.columns != self.columns:
+            raise InvalidParameterError(
+                f"union needs the same columns, got {self.columns} and {other.columns}"
+            )
+        acc: dict[tuple[Any, ...], set[Node]] = {}
+        for rel in (self, other):
+            for t, node in _nodes_of(rel).items():
+                acc.setdefault(t, set()).update(node[1])
+        return FormulaRelation(self.columns, {t: _or(kids) for t, kids in acc.items()})
+
+    def project(self, columns: Sequence[str]) -> KRelation:
+        cols = tuple(columns)
+        idx = [self._index(c) for c in cols]
+        acc: dict[tuple[Any, ...], set[Node]] = {}
+        for t, node in self._nodes.items():
+            acc.setdefault(tuple(t[i] for i in idx), set()).update(node[1])
+        return FormulaRelation(cols, {t: _or(kids) for t, kids in acc.items()})
+
+    def join(self, other: KRelation) -> KRelation:
+        _require_form(self, other)
+        shared = [c for c in self.columns if c in other.columns]
+        extra = [c for c in other.columns if c not in self.columns]
+        li = [self._index(c) for c in shared]
+        ri = [other._index(c) for c in shared]
+        xi = [other._index(c) for c in extra]
+        index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Node]]] = {}
+        for t, node in _nodes_of(other).items():
+            index.setdefault(tuple(t[i] for i in ri), []).append((t, node))
+        acc: dict[tuple[Any, ...], set[Node]] = {}
+        for t, node in self._nodes.items():
+            for u, node2 in index.get(tuple(t[i] for i in li), ()):
+                row = t + tuple(u[i] for i in xi)
+                acc.setdefault(row, set()).add(_and([node, node2]))
+        return FormulaRelation(self.columns + tuple(extra), {t: _or(k) for t, k in acc.items()})
+
+    def withdraw(self, participant: Hashable) -> KRelation:
+        memo: dict[int, Node | None] = {}
+        acc = {}
+        for t, node in self._nodes.items():
+            new = _substitute(node, participant, memo)
+            if new is not None:
+                acc[t] = new
+        return FormulaRelation(self.columns, acc)
+
+    def compile(self, weights: Any = None) -> Formulas:  # type: ignore[override]
+        """The formulas as arrays (one gate tree per tuple, unary gates collapsed, which is
+        φ-invariant), with the per-tuple weights q(t) (tuples of weight 0 dropped)."""
+        w = self._weights(weights)
+        if w.size and (not np.all(np.isfinite(w)) or np.any(w < 0)):
+            raise InvalidParameterError(
+                "weights must be finite and >= 0; for signed weights use fugu.graph.answer(..., "
+                "split_signed=True), which answers the positive and negative parts separately"
+            )
+        labels: dict[Hashable, int] = {}
+        types: list[int] = []
+        kids: list[int] = []
+        ptr = [0]
+        roots: list[int] = []
+        tw: list[float] = []
+        pending: list[tuple[int, list[int]]] = []  # gates are numbered after all leaves are known
+
+        def emit(node: Node) -> int:
+            """Returns a node code: participant index p as ~p (negative), gate g as g >= 0."""
+            kind = node[0]
+            if kind == "v":
+                return ~labels.setdefault(node[1], len(labels))
+            codes = [emit(c) for c in node[1]]
+            if len(codes) == 1:
+                return codes[0]
+            gate = len(pending)
+            pending.append((AND if kind == "and" else OR, codes))
+            return gate
+
+        for (_t, node), wt in zip(self._nodes.items(), w, strict=True):
+            if wt == 0:
+                continue
+            tw.append(float(wt))
+            roots.append(emit(node))
+        n = len(labels)
+
+        def node_id(code: int) -> int:
+            return ~code if code < 0 else n + code
+
+        for gtype, codes in pending:
+            types.append(gtype)
+            kids.extend(node_id(c) for c in codes)
+            ptr.append(len(kids))
+        return Formulas(
+            n_participants=n,
+            gate_type=np.asarray(types, dtype=np.int8),
+            child_ptr=np.asarray(ptr, dtype=np.int64),
+            child=np.asarray(kids, dtype=np.int64),
+            root=np.asarray([node_id(r) for r in roots], dtype=np.int64),
+            weights=np.asarray(tw, dtype=np.float64),
+            labels=tuple(labels),
+        )
+
+
+def _nodes_of(rel: KRelation) -> dict[tuple[Any, ...], Node]:
+    return rel._materialise()  # type: ignore[return-value]
+
+
+def _require_form(a: KRelation, b: Any) -> None:
+    _require(b)
+    if getattr(b, "form", "dnf") != getattr(a, "form", "dnf"):
+        raise InvalidParameterError(
+            "both relations must have the same form ('dnf' or 'formula'): the form is a public "
+            "choice made once for a whole query (build every base relation with the same form=)"
+        )

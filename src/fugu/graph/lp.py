@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 from scipy.optimize import linprog
 
 from ..errors import FuguError
-from .krelation import Annotations
+from .krelation import AND, Annotations, Formulas
 
 __all__ = ["LPModel", "LPResult", "SolverError"]
 
@@ -60,7 +60,7 @@ class LPModel:
 
     def __init__(
         self,
-        ann: Annotations,
+        ann: Annotations | Formulas,
         *,
         method: str = "clarabel",
         g_method: str | None = None,
@@ -84,9 +84,31 @@ class LPModel:
         self._greedy_g: NDArray[np.float64] = np.zeros(0)
         self._g_lower: list[tuple[float, float, int]] = []
         self.stats = LPStats()
-        #: distinct (tuple, participant) pairs and Σ_{t∋p} q(t): used by G, its search and X
-        self.incidence = ann.incidence()
+        #: (tuple, participant) pairs with S_{R(t),p} > 0, their S (1 in minimal DNF) and
+        #: Σ_t q(t) S_{R(t),p}: used by G, its search and X
+        if isinstance(ann, Formulas):
+            t_s, p_s, s_s = ann.sensitivity_pairs()
+            self.incidence = (t_s, p_s)
+            self.sens = s_s
+        else:
+            self.incidence = ann.incidence()
+            self.sens = np.ones(self.incidence[0].size)
         self.impact = ann.impact()
+        if isinstance(ann, Formulas):
+            n_cols = self._formula_rows(ann)
+        else:
+            n_cols = self._dnf_rows(ann)
+        # objective Σ_t q(t) val(t)
+        c = np.zeros(n_cols)
+        np.add.at(c, self.tuple_val, ann.weights)
+        self.c_h = c
+        self._a_h: sp.csr_array | None = None
+        self._a_g: sp.csr_array | None = None
+        self._g_rhs: NDArray[np.float64] | None = None
+
+    def _dnf_rows(self, ann: Annotations) -> int:
+        """∧ rows per clause of two or more participants, ∨ rows per clause of a multi-clause
+        tuple; sets base, base_rhs, tuple_val, row_tuple, n_f, n_cols; returns n_cols."""
         n_p = ann.n_participants
         lens = np.diff(ann.clause_ptr)
         ncl = np.diff(ann.tuple_ptr)
@@ -150,13 +172,52 @@ class LPModel:
             np.concatenate(vals) if vals else np.zeros(0),
         )
         self.base_rhs = np.concatenate(rhs) if rhs else np.zeros(0)
-        # objective Σ_t q(t) val(t)
-        c = np.zeros(n_cols)
-        np.add.at(c, tuple_val, ann.weights)
-        self.c_h = c
-        self._a_h: sp.csr_array | None = None
-        self._a_g: sp.csr_array | None = None
-        self._g_rhs: NDArray[np.float64] | None = None
+        return n_cols
+
+    def _formula_rows(self, ann: Formulas) -> int:
+        """One column per gate (the standard polynomial encoding of spec 5.6): an ∧ gate with
+        children c_1..c_m gives Σ val(c_l) − z ≤ m − 1, an ∨ gate val(c_l) − z ≤ 0 per child."""
+        n_p = ann.n_participants
+        self.n_f = n_p
+        n_cols = n_p + ann.n_gates
+        self.n_cols = n_cols
+        lens = np.diff(ann.child_ptr)
+        parent = np.repeat(np.arange(ann.n_gates), lens)
+        is_and = ann.gate_type == AND
+        # ∧: one row per gate; ∨: one row per child
+        and_gates = np.flatnonzero(is_and)
+        row_of_and = np.full(ann.n_gates, -1, np.int64)
+        row_of_and[and_gates] = np.arange(and_gates.size)
+        in_and = is_and[parent]
+        n_and = and_gates.size
+        or_children = np.flatnonzero(~in_and)
+        r_or = n_and + np.arange(or_children.size)
+        rows = np.concatenate([row_of_and[parent[in_and]], row_of_and[and_gates], r_or, r_or])
+        cols = np.concatenate(
+            [
+                ann.child[in_and],
+                n_p + and_gates,
+                ann.child[or_children],
+                n_p + parent[or_children],
+            ]
+        )
+        vals = np.concatenate(
+            [
+                np.ones(int(in_and.sum())),
+                -np.ones(n_and),
+                np.ones(or_children.size),
+                -np.ones(or_children.size),
+            ]
+        )
+        self.base = (rows.astype(np.int64), cols.astype(np.int64), vals)
+        self.base_rhs = np.concatenate(
+            [(lens[and_gates] - 1).astype(np.float64), np.zeros(or_children.size)]
+        )
+        self.n_base_rows = n_and + or_children.size
+        gate_tuple = ann.gate_tuple()
+        self.row_tuple = np.concatenate([gate_tuple[and_gates], gate_tuple[parent[or_children]]])
+        self.tuple_val = ann.root.astype(np.int64)
+        return n_cols
 
     # -- matrices ------------------------------------------------------------------------------
     def _a_base(self, extra_cols: int = 0) -> sp.csr_array:
@@ -181,7 +242,7 @@ class LPModel:
             r, c, v = self.base
             rows = np.concatenate([r, row_of_p[p], row_of_p[used]])
             cols = np.concatenate([c, self.tuple_val[t], np.full(used.size, w_col)])
-            vals = np.concatenate([v, self.ann.weights[t], -np.ones(used.size)])
+            vals = np.concatenate([v, self.ann.weights[t] * self.sens, -np.ones(used.size)])
             a = sp.coo_array((vals, (rows, cols)), shape=(r0 + used.size, self.n_cols + 1)).tocsr()
             a.sum_duplicates()
             self._a_g = a
@@ -386,7 +447,7 @@ class LPModel:
         out = np.empty(min(r_max, n) + 1)
         for r in range(out.size):
             loads = np.bincount(
-                p, weights=self.ann.weights[t] * self.ann.evaluate(f)[t], minlength=n
+                p, weights=self.ann.weights[t] * self.sens * self.ann.evaluate(f)[t], minlength=n
             )
             out[r] = 2.0 * float(loads.max(initial=0.0))
             if r < out.size - 1:

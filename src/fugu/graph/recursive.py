@@ -53,7 +53,7 @@ from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace
 from ..release import Guarantee, Release
-from .krelation import Annotations, KRelation
+from .krelation import Annotations, Formulas, KRelation
 from .lp import LPModel
 
 __all__ = [
@@ -400,7 +400,7 @@ def x_value(
 
 
 def recursive_mechanism(
-    ann: Annotations,
+    ann: Annotations | Formulas,
     params: RecursiveParameters,
     rng: RandomSource,
     *,
@@ -630,13 +630,16 @@ def answer(
 MAX_EXACT_PARTICIPANTS = 20
 
 
-def subset_values(ann: Annotations) -> NDArray[np.float64]:
+def subset_values(ann: Annotations | Formulas) -> NDArray[np.float64]:
     """q(M(P')) for every subset P' (bitmask over participants 0..n−1) of a K-relation."""
     n = ann.n_participants
     if n > MAX_EXACT_PARTICIPANTS:
         raise InvalidParameterError(
             f"exact sequences enumerate 2^n subsets; n = {n} > {MAX_EXACT_PARTICIPANTS}"
         )
+    if isinstance(ann, Formulas):
+        bits = (np.arange(1 << n)[:, None] >> np.arange(n)[None, :]) & 1
+        return np.array([float(ann.weights @ ann.truth(b.astype(bool))) for b in bits])
     masks = np.arange(1 << n, dtype=np.int64)
     lens = np.diff(ann.clause_ptr)
     cm = (
