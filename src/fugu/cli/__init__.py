@@ -27,6 +27,7 @@ from ._common import (
     load_histogram,
     mechanism_list,
     open_ledger,
+    parse_where,
     release_text,
     seed_source,
 )
@@ -274,13 +275,13 @@ def ledger_show(path: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
     """Answer a range query from a saved release."""
-    from ..queries import RangeQuery, parse_condition
+    from ..queries import RangeQuery
     from ..release import Release
 
     rel = Release.load(release_file)
     conds: dict[str, Any] = {}
     for w in where:
-        k, v = parse_condition(w)
+        k, v = parse_where(w, rel.domain)
         if k in conds:
             raise click.BadParameter(f"attribute {k!r} appears twice", param_hint="--where")
         conds[k] = v

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -117,6 +119,125 @@ def open_ledger(path: str | None, *, model: str, policy: str | None = None) -> I
         yield acct
 
 
+# -- conditions: CLI spelling, valid categories, intervals clipped to the domain -----------------
+_DASH_RANGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)\s*$")
+
+
+def parse_where(text: str, domain: Domain | None = None, *, option: str = "--where") -> Any:
+    """``name=lo..hi`` or ``name=value`` as (name, condition), checked against ``domain``.
+
+    * ``age=20-29`` is refused with the spelling ``age=20..29``;
+    * an unknown attribute or category lists the valid ones;
+    * an interval that leaves an integer ordinal domain is clipped to it with a notice on
+      stderr: the domain holds every record (out-of-domain values are refused or clipped when
+      the data is read), so the part outside counts 0 and clipping changes no answer. An
+      interval entirely outside the domain is refused, since it names no cell at all.
+    """
+    from ..queries import parse_condition
+
+    name, sep, value = text.partition("=")
+    m = _DASH_RANGE.match(value) if sep else None
+    if m:
+        raise click.BadParameter(
+            f"{text!r}: write a range with two dots, {name.strip()}={m[1]}..{m[2]}",
+            param_hint=option,
+        )
+    try:
+        key, cond = parse_condition(text)
+    except InvalidParameterError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    if domain is None:
+        return key, cond
+    if key not in domain.names:
+        close = difflib.get_close_matches(key, list(domain.names), n=1)
+        raise click.BadParameter(
+            f"{text!r}: no attribute {key!r}; the release has {', '.join(domain.names)}"
+            + (f" (did you mean {close[0]}?)" if close else ""),
+            param_hint=option,
+        )
+    attr = domain.attribute(key)
+    if isinstance(attr, Nominal):
+        if isinstance(cond, tuple):
+            raise click.BadParameter(
+                f"{text!r}: {key} is nominal; give one value or group, e.g. {key}={attr.values[0]}",
+                param_hint=option,
+            )
+        h = attr.hierarchy
+        names = [n.name for n in h.nodes]  # values and group names
+        if str(cond) not in names:
+            groups = [n for n in names if n not in attr.values and n != h.root.name]
+            same_case = [n for n in names if n.lower() == str(cond).lower()]
+            close = same_case or difflib.get_close_matches(str(cond), names, n=1)
+            raise click.BadParameter(
+                f"{text!r}: {key} has no value {cond!r}"
+                + (f" (did you mean {close[0]}?)" if close else "")
+                + f"; values: {', '.join(attr.values)}"
+                + (f"; groups: {', '.join(groups)}" if groups else ""),
+                param_hint=option,
+            )
+        return key, cond
+    if isinstance(attr, Ordinal) and attr.edges is None and attr.high is not None:
+        if isinstance(cond, str) and re.fullmatch(r"-?\d+", cond.strip()):
+            cond = int(cond)
+        lo_any, hi_any = cond if isinstance(cond, tuple) else (cond, cond)
+        if not (isinstance(lo_any, int | float) and isinstance(hi_any, int | float)):
+            return key, cond  # the library explains bad bounds
+        lo, hi = float(lo_any), float(hi_any)
+        if hi < lo or math.isnan(lo) or math.isnan(hi):
+            return key, cond
+        if hi < attr.low or lo > attr.high:
+            raise click.BadParameter(
+                f"{text!r}: no value of {key} in {lo_any}..{hi_any} lies in the domain "
+                f"{attr.low}..{attr.high}, so the interval names no cell",
+                param_hint=option,
+            )
+        if lo >= attr.low and hi <= attr.high:
+            return key, cond
+        c_lo = lo_any if lo >= attr.low else attr.low
+        c_hi = hi_any if hi <= attr.high else attr.high
+        click.echo(
+            f"notice: {key}={lo_any}..{hi_any} clipped to the domain: {key}={c_lo}..{c_hi} "
+            f"(every record lies in {attr.low}..{attr.high}, so the answer is the same)",
+            err=True,
+        )
+        return key, (c_lo, c_hi) if isinstance(cond, tuple) else c_lo
+    return key, cond
+
+
+_PY_TO_CLI = (
+    (re.compile(r"out_of_domain='(\w+)'( \(ordinal only\))? or '(\w+)'"),
+     r"--out-of-domain \1\2 or --out-of-domain \3"),
+    (re.compile(r"out_of_domain='(\w+)'"), r"--out-of-domain \1"),
+    (re.compile(r"pass clip=True \(fugu kmeans --clip\)"), "pass --clip"),
+    (re.compile(r"neighbours='([\w-]+)'"), r"--neighbours \1"),
+)  # fmt: skip
+
+
+def cli_words(message: str) -> str:
+    """A library message with its Python argument names replaced by the CLI options."""
+    for pat, rep in _PY_TO_CLI:
+        message = pat.sub(rep, message)
+    return message
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Re-raise fugu errors of the block in the command line's words (same class)."""
+    from ..errors import FuguError
+
+    try:
+        yield
+    except FuguError as exc:
+        text = cli_words(str(exc))
+        if text == str(exc):
+            raise
+        try:
+            new = type(exc)(text)
+        except Exception:  # noqa: BLE001 - an exotic constructor: keep the original
+            raise exc from None
+        raise new from None
+
+
 # -- domains and data ----------------------------------------------------------------------------
 def parse_attribute(spec: str) -> Ordinal | Nominal:
     """``name:lo..hi`` (integers), ``name:edges=0|10|20`` (bins) or ``name:a|b|c`` (nominal)."""
@@ -131,6 +252,12 @@ def parse_attribute(spec: str) -> Ordinal | Nominal:
     rest = rest.strip()
     if rest.startswith("edges="):
         return Ordinal(name, edges=[float(x) for x in rest[6:].split("|")])
+    m = _DASH_RANGE.match(rest)
+    if m:
+        raise InvalidParameterError(
+            f"attribute {spec!r}: write an integer range with two dots, {name}:{m[1]}..{m[2]} "
+            f"(a single '-' would make a nominal value {rest!r})"
+        )
     if ".." in rest:
         lo, _, hi = rest.partition("..")
         try:
@@ -176,6 +303,18 @@ def load_histogram(
 
     ``engine=None`` lets :meth:`fugu.Histogram.from_file` pick the faster engine for the format.
     """
+    with cli_errors():
+        return _load_histogram(data, domain, engine, out_of_domain, sql, **options)
+
+
+def _load_histogram(
+    data: str,
+    domain: Domain,
+    engine: str | None,
+    out_of_domain: str,
+    sql: str | None = None,
+    **options: Any,
+) -> Any:
     from ..histogram import Histogram
 
     if sql:

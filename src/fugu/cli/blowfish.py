@@ -8,7 +8,15 @@ from typing import Any
 import click
 
 from ..errors import InvalidParameterError
-from ._common import MechanismEntry, domain_options, emit, load_domain, register_mechanism, table
+from ._common import (
+    MechanismEntry,
+    domain_options,
+    emit,
+    load_domain,
+    parse_where,
+    register_mechanism,
+    table,
+)
 
 
 def _policy(hist: Any, options: dict[str, Any]) -> Any:
@@ -114,7 +122,7 @@ register_mechanism(
 
 def _query(spec: str, dom: Any) -> Any:
     from ..blowfish import Coarsening, CumulativeHistogram
-    from ..queries import RangeQuery, Workload, parse_condition, random_workload
+    from ..queries import RangeQuery, Workload, random_workload
 
     s = spec.strip()
     if s in ("histogram", "sum", "cumulative"):
@@ -134,7 +142,7 @@ def _query(spec: str, dom: Any) -> Any:
             raise InvalidParameterError(f"--query {spec!r}: write random:N") from None
         return random_workload(dom, n, n_predicates=(1, dom.ndim), seed=0)
     if "=" in s:
-        conds = dict(parse_condition(c) for c in s.split("&"))
+        conds = dict(parse_where(c, dom, option="--query") for c in s.split("&"))
         return Workload([RangeQuery(conds)])
     raise InvalidParameterError(
         f"--query {spec!r}: use histogram, cumulative[:attr], sum, coarsening:age=10, random:N, "
@@ -142,15 +150,16 @@ def _query(spec: str, dom: Any) -> Any:
     )
 
 
-def _constraint(spec: str) -> Any:
+def _constraint(spec: str, dom: Any = None) -> Any:
     from ..blowfish import CountConstraint, MarginalConstraint
-    from ..queries import parse_condition
 
     kind, _, rest = spec.partition(":")
     if kind == "marginal" and rest:
         return MarginalConstraint([a.strip() for a in rest.split(",") if a.strip()])
     if kind == "count" and rest:
-        return CountConstraint(dict(parse_condition(c) for c in rest.split("&")))
+        return CountConstraint(
+            dict(parse_where(c, dom, option="--constraint") for c in rest.split("&"))
+        )
     raise InvalidParameterError(
         f"--constraint {spec!r}: write 'marginal:sex,race' or 'count:age=20..29&sex=Male'"
     )
@@ -202,7 +211,7 @@ def register(cli: click.Group) -> None:
         from ..blowfish import sensitivity as sens_fn
 
         dom = load_domain(data, attributes, domain_file)
-        cons = [_constraint(c) for c in constraints]
+        cons = [_constraint(c, dom) for c in constraints]
         rows: list[list[Any]] = []
         out: list[dict[str, Any]] = []
         for p in policy:

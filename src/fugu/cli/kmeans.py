@@ -11,6 +11,7 @@ import numpy as np
 
 from ._common import (
     accountant_for,
+    cli_errors,
     emit,
     ledger_line,
     ledger_option,
@@ -186,10 +187,11 @@ def register(cli: click.Group) -> None:
                     acct, epsilon, f"k-means (k={k}) of {data}", model, policy
                 ),
             )
-            if engine is None:
-                km.fit(X)
-            else:
-                km.fit(data, engine=engine, **engine_options)
+            with cli_errors():
+                if engine is None:
+                    km.fit(X)
+                else:
+                    km.fit(data, engine=engine, **engine_options)
         centres = km.cluster_centers_
         names = list(dom.names)
         g = km.guarantee_
