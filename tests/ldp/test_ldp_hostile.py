@@ -23,11 +23,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fugu
 from fugu import ldp
 from fugu.errors import InvalidParameterError, ReportError
 from fugu.ldp.protocol import EPSILON_RANGE, RejectedReportsWarning
+from fugu.ldp.wire import clean_batch
 
 N = 400
 DOM1 = fugu.Domain([fugu.Ordinal("v", 0, 11)])
@@ -275,3 +278,87 @@ def test_helper_functions_check_epsilon() -> None:
             call()
     # Square Wave's half-width is exact at small ε (the closed form lost every digit at 1e-6)
     assert sw_half_width(1e-6) == pytest.approx(0.5 - 1e-6 / 3, rel=1e-12)
+
+
+# -- property: a kept value is exactly the value sent (never wrapped, rounded or clipped) -------
+
+
+_INTS = st.integers(min_value=-(2**70), max_value=2**70)
+_VALUES = st.one_of(
+    _INTS,
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.text(max_size=3),
+    st.booleans(),
+    st.binary(max_size=4),
+)
+_DTYPES = [None, np.int8, np.int64, np.uint32, np.uint64, np.float32, np.float64]
+
+
+def _as_array(values: list[Any], dtype: Any) -> np.ndarray:
+    """A typed array when it holds exactly ``values`` (all integers that fit), else objects."""
+    if dtype is not None:
+        try:
+            with np.errstate(all="ignore"):
+                arr = np.asarray(values, dtype=dtype)
+            if (
+                all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+                and [int(x) for x in arr] == values
+            ):
+                return arr
+        except (OverflowError, ValueError, TypeError):
+            pass
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    seeds=st.lists(_VALUES, min_size=1, max_size=12),
+    dtype=st.sampled_from(_DTYPES),
+    data=st.data(),
+)
+def test_kept_values_are_exactly_the_values_sent(seeds: list[Any], dtype: Any, data: Any) -> None:
+    ys = data.draw(st.lists(_VALUES, min_size=len(seeds), max_size=len(seeds)))
+    bits = data.draw(
+        st.lists(
+            st.one_of(st.binary(min_size=2, max_size=2), st.binary(max_size=3), st.none()),
+            min_size=len(seeds),
+            max_size=len(seeds),
+        )
+    )
+    specs = {"seed": "uint32", "y": "int", "bits": ("bytes", 2)}
+    batch = {
+        "seed": _as_array(seeds, dtype),
+        "y": _as_array(ys, None),
+        "bits": _as_array(bits, None),
+    }
+    cols, rejected = clean_batch(specs, batch)
+    kept = len(cols["seed"])
+    assert kept + sum(rejected.values()) == len(seeds)
+    # the kept rows are the rows whose every value is exactly representable, in order
+    exact = []
+    for s, y, b in zip(seeds, ys, bits, strict=True):
+        ok_s = _exact_int(s, 0, 2**32 - 1)
+        ok_y = _exact_int(y, -(2**63), 2**63 - 1)
+        ok_b = isinstance(b, bytes) and len(b) == 2
+        if ok_s is not None and ok_y is not None and ok_b:
+            exact.append((ok_s, ok_y, b))
+    got = [
+        (int(a), int(b), bytes(c))
+        for a, b, c in zip(cols["seed"], cols["y"], cols["bits"], strict=True)
+    ]
+    assert got == exact
+
+
+def _exact_int(v: Any, lo: int, hi: int) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v if lo <= v <= hi else None
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")) or v != int(v):
+            return None
+        return int(v) if lo <= int(v) <= hi else None
+    return None
