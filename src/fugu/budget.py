@@ -58,7 +58,15 @@ from .errors import (
     check_epsilon,
 )
 
-__all__ = ["Budget", "Accountant", "LedgerEntry", "ledger_file", "MODELS", "LEDGER_FORMAT"]
+__all__ = [
+    "Budget",
+    "Accountant",
+    "LedgerEntry",
+    "ledger_file",
+    "create_ledger",
+    "MODELS",
+    "LEDGER_FORMAT",
+]
 
 _TOL = 1e-12
 
@@ -474,6 +482,59 @@ def ledger_file(
             fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
         finally:
             lock_fh.close()
+
+
+def create_ledger(
+    path: str | Path, total: float, *, model: str = "central-dp", policy: str | None = None
+) -> Accountant:
+    """Create a new ledger file with a declared total; refuse if the file already exists.
+
+    Re-initialising an existing ledger would forget every spend it records (the releases made
+    under it are still out there), so this never overwrites: delete the old file deliberately
+    first if you really mean to start over. Runs under the same lock as :func:`ledger_file`
+    and writes atomically.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "new.json")
+    >>> create_ledger(path, 2.0, model="ldp")
+    Accountant(total=2, model='ldp', spent=0, remaining=2, entries=0)
+    >>> try:
+    ...     create_ledger(path, 5.0)
+    ... except LedgerError as e:
+    ...     print(str(e).split(":")[0])  # doctest: +ELLIPSIS
+    ledger ... already exists
+    """
+    fcntl = _lock_module()
+    p = Path(path)
+    acct = Accountant(Budget(total, model=model, policy=policy))
+    lock_path = p.with_name(p.name + ".lock")
+    try:
+        lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held while creating
+    except OSError as exc:
+        raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
+    try:
+        fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
+        if p.exists():
+            try:
+                old = Accountant.load(p)
+                what = (
+                    f"total {old.budget.epsilon:g} ({old.budget.model}), {len(old.ledger)} "
+                    f"spend(s), {old.spent:g} spent"
+                )
+            except LedgerError:
+                what = "and is not a valid ledger"
+            raise LedgerError(
+                f"ledger {str(p)!r} already exists: {what}; re-initialising it would forget "
+                "those spends. Use it as it is, choose another path, or delete it deliberately "
+                "if the releases it recorded were never published"
+            )
+        acct.save(p)
+    finally:
+        try:
+            fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
+        finally:
+            lock_fh.close()
+    return acct
 
 
 def _now() -> str:

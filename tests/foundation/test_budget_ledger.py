@@ -351,3 +351,22 @@ def test_local_dp_is_the_ldp_model(tmp_path: Path) -> None:
     with ledger_file(p, model="local-dp") as a:
         a.spend(0.2, "y", model="local-dp")
     assert Accountant.load(p).spent == pytest.approx(0.2)
+
+
+def test_create_ledger_never_overwrites(tmp_path: Path) -> None:
+    """Re-initialising a ledger forgot its spends ('fugu ledger init' on an existing file)."""
+    from fugu.budget import create_ledger
+
+    p = tmp_path / "l.json"
+    create_ledger(p, 1.0)
+    with ledger_file(p) as acct:
+        acct.spend(0.4, "published")
+    with pytest.raises(LedgerError, match=r"already exists: total 1 \(central-dp\), 1 spend"):
+        create_ledger(p, 5.0)
+    assert Accountant.load(p).spent == pytest.approx(0.4)
+    p.write_text("garbage")
+    with pytest.raises(LedgerError, match="not a valid ledger"):
+        create_ledger(p, 5.0)
+    with pytest.raises(fugu.errors.InvalidParameterError):
+        create_ledger(tmp_path / "m.json", 1.0, model="nope")
+    assert not (tmp_path / "m.json").exists()
