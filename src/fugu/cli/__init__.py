@@ -28,6 +28,7 @@ from ._common import (
     mechanism_list,
     open_ledger,
     parse_where,
+    quiet_requested,
     release_text,
     seed_source,
 )
@@ -97,7 +98,12 @@ def _mechanism_names() -> list[str]:
 )
 @click.option("--sql", help="Count the result of this DuckDB query (its WHERE is a public filter).")
 @click.option("--spark-master", help="Spark master URL for --engine spark (default: local[*]).")
-@click.option("--progress", is_flag=True, help="Show a progress bar while scanning files.")
+@click.option(
+    "--progress",
+    is_flag=True,
+    help="Show a progress bar while scanning files even when stderr is not a terminal.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar (default off when piped).")
 @click.option(
     "--out-of-domain",
     type=click.Choice(["error", "clip", "drop"]),
@@ -135,6 +141,7 @@ def release(
     sql: str | None,
     spark_master: str | None,
     progress: bool,
+    quiet: bool,
     out_of_domain: str,
     seed: int | None,
     ledger: str | None,
@@ -187,7 +194,8 @@ def release(
             raise click.UsageError("--spark-master needs --engine spark")
         engine_options["master"] = spark_master
     dom = load_domain(data, attributes, domain_file)
-    if progress and data != "adult" and (engine or "numpy") == "numpy":
+    progress = (progress or not quiet_requested(quiet)) and not quiet and not as_json
+    if progress and data != "adult" and (engine or "numpy") == "numpy" and not sql:
         engine_options["progress"] = True
     if ledger and not Path(ledger).exists():
         raise click.UsageError(
