@@ -227,3 +227,24 @@ def test_aggregate_without_out_prints_the_estimates(
     capsys.readouterr()
     code, out, _ = run(capsys, "ldp", "aggregate", str(rep))
     assert code == 0 and "noisy count" in out and "20 of 100 cells shown" in out
+
+
+def test_concurrent_cli_releases_never_overspend_and_all_are_recorded(tmp_path: Path) -> None:
+    """Issue 14 item 5 through the command line: 4 real processes each ask for 0.3 of a ledger
+    of 1.0 at once; exactly 3 succeed, the 4th is refused, and the ledger records all 3."""
+    import subprocess
+    import sys
+
+    led = tmp_path / "l.json"
+    assert main(["ledger", "init", str(led), "--total", "1.0"]) == 0
+    cmd = [sys.executable, "-m", "fugu", "release", "-a", "sex", "-e", "0.3", "--ledger", str(led)]
+    procs = [
+        subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    codes = [p.wait(timeout=300) for p in procs]
+    errs = [p.stderr.read().decode() if p.stderr else "" for p in procs]
+    assert sorted(codes) == [0, 0, 0, 2], errs
+    assert any("remains" in e for e in errs)
+    acct = Accountant.load(led)
+    assert len(acct.ledger) == 3 and acct.spent == pytest.approx(0.9)
