@@ -291,3 +291,21 @@ def test_hdg_from_parquet_reads_bits_without_python_bytes(tmp_path: Path, monkey
     monkeypatch.setattr(wire, "_object_bits", no_objects)
     for engine in ("numpy", "duckdb"):
         _same_state(ref, proto.aggregator_for(path, engine=engine))
+
+
+@pytest.mark.spark
+def test_spark_bytes_outside_uint8_are_rejected_not_wrapped(spark: Any) -> None:
+    """Bit vectors sent as arrays of integers: a byte of 300 or −1 is rejected on the executor
+    (``out of type range``), never taken modulo 256."""
+    proto, reports = _reports("oue")
+    bits = reports.columns["bits"].astype(np.int64)
+    bits[5, 0], bits[6, -1] = 300, -1
+    table = pa.table(
+        {"bits": pa.FixedSizeListArray.from_arrays(pa.array(bits.reshape(-1)), bits.shape[1])}
+    )
+    df = spark_engine.to_dataframe(table, spark, num_partitions=3)
+    agg = proto.aggregator_for(df, engine="spark", header=reports.header())
+    assert agg.rejected == {"out of type range": 2} and agg.n_accepted == N - 2
+    keep = ~np.isin(np.arange(N), [5, 6])
+    ref = proto.aggregator_for(reports.take(keep))
+    assert np.array_equal(agg.state["support"], ref.state["support"])
