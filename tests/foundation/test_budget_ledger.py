@@ -370,3 +370,30 @@ def test_create_ledger_never_overwrites(tmp_path: Path) -> None:
     with pytest.raises(fugu.errors.InvalidParameterError):
         create_ledger(tmp_path / "m.json", 1.0, model="nope")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_threads_of_one_process_also_exclude_each_other(tmp_path: Path) -> None:
+    """flock locks belong to the open file, and each ledger_file opens its own: threads of one
+    process serialise too. 6 threads x 5 spends of 0.1 against 2.0: exactly 20 recorded."""
+    import threading
+    import time
+
+    p = _init(tmp_path / "l.json", total=2.0)
+    ok: list[int] = []
+
+    def work(k: int) -> None:
+        for i in range(5):
+            try:
+                with ledger_file(p) as acct:
+                    acct.spend(0.1, f"t{k}-{i}")
+                    time.sleep(0.001)
+                ok.append(1)
+            except BudgetExceededError:
+                pass
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ok) == 20 and len(Accountant.load(p).ledger) == 20
