@@ -8,6 +8,11 @@ Run ``python bench/bench_graph.py`` (``--quick`` for a smaller run). Parts:
    the Laplace baseline with global sensitivity (edge DP) run in the same process.
 2. Real graphs that ship offline: karate, Les Misérables (networkx), OpenFlights routes
    (bokeh_sampledata), Minnesota roads (pygsp, if installed): triangle counts, node and edge.
+4. Figures 8 and 9 of the paper (generic K-relations): random 3-CNF (join of unions) and 3-DNF
+   (union of joins) annotations, |P| = |supp R|, q ≡ 1, ε = 0.5 (the paper's reference line
+   US~/(ε q) fits ε = 0.5); Fig. 8: |supp R| = 1,000 and 2..10 clauses per tuple, Fig. 9: 3
+   clauses and |supp R| = 100..1,000. Annotations are kept as formulas (one LP column per gate).
+   One seeded relation per cell, R noise runs reusing its LP model; first-run time reported.
 3. Running time vs number of occurrences (triangles, node privacy) on seeded collaboration-like
    graphs, up to the ca-GrQc shape (≈5,000 nodes, ≈14,500 edges, ≈48,000 triangles in the real
    graph): enumeration time, number of LPs, time per LP, total. ``--max-occ`` caps the sizes tried
@@ -272,13 +277,95 @@ def scaling(max_occ: int, lp_limit: float) -> None:
     )
 
 
+PAPER_FIG8 = {  # spec §6: |supp R| = 1000, clauses 2, 4, 6, 8, 10
+    "dnf": {"err": [0.095, 0.15, 0.18, 0.20, 0.31], "time": [99, 1270, 3620, 4920, 5440]},
+    "cnf": {"err": [0.12, 0.14, 0.13, 0.11, 0.14], "time": [11, 275, 1270, 2960, 4310]},
+    "ref": [0.028, 0.048, 0.066, 0.082, 0.096],
+}
+PAPER_FIG9 = {  # spec §6: 3 clauses, |supp R| = 100 .. 1000
+    "dnf": {
+        "err": [0.16, 0.26, 0.17, 0.16, 0.18, 0.17, 0.13, 0.13, 0.12, 0.12],
+        "time": [1.4, 5.0, 12, 29, 55, 105, 165, 269, 369, 562],
+    },
+    "cnf": {
+        "err": [0.17, 0.29, 0.20, 0.18, 0.20, 0.19, 0.14, 0.15, 0.13, 0.14],
+        "time": [2.2, 6.6, 11, 16, 23, 26, 28, 31, 41, 48],
+    },
+    "ref": [0.34, 0.19, 0.13, 0.095, 0.072, 0.060, 0.057, 0.048, 0.042, 0.042],
+}
+
+
+def random_relation(kind: str, size: int, clauses: int, seed: int):
+    """|P| = |supp R| = size; every tuple a random 3-CNF or 3-DNF with ``clauses`` clauses."""
+    from fugu.graph.krelation import Formulas
+
+    rng = np.random.default_rng(seed)
+    data = [
+        [rng.choice(size, 3, replace=False).tolist() for _ in range(clauses)] for _ in range(size)
+    ]
+    return Formulas.from_clauses(data, kind, size)
+
+
+def krelation_cell(kind: str, size: int, clauses: int, runs: int, eps: float = 0.5):
+    """(median relative error, first-run seconds, US~/(ε q), number of LPs in the first run)."""
+    ann = random_relation(kind, size, clauses, seed=size * 100 + clauses)
+    t, p = ann.incidence()
+    us = float(np.bincount(p, minlength=ann.n_participants).max())  # max #tuples per participant
+    params = RecursiveParameters.make(eps)
+    model = LPModel(ann)
+    errs, first, lps = [], 0.0, 0
+    for r in range(runs):
+        t0 = time.perf_counter()
+        x_hat, _, _, tr = recursive_mechanism(ann, params, fugu.RandomSource(seed=r), model=model)
+        if r == 0:
+            first, lps = time.perf_counter() - t0, tr.n_lps
+        errs.append(rel_err(x_hat, ann.total()))
+    return float(np.median(errs)), first, us / (eps * ann.total()), lps
+
+
+def figures_8_9(runs: int, sizes: list[int], clause_counts: list[int]) -> None:
+    print(f"\n== Figure 8: |supp R| = 1000, 3-CNF and 3-DNF, eps = 0.5, {runs} runs per cell ==")
+    print(
+        f"{'clauses':>8}{'kind':>5}{'fugu err':>10}{'paper err':>10}{'ref US/eq':>10}"
+        f"{'paper ref':>10}{'fugu s':>8}{'paper s':>9}{'LPs':>5}"
+    )
+    for ci, c in enumerate([2, 4, 6, 8, 10]):
+        if c not in clause_counts:
+            continue
+        for kind in ("cnf", "dnf"):
+            err, secs, ref, lps = krelation_cell(kind, 1000, c, runs)
+            print(
+                f"{c:8d}{kind:>5}{err:10.3f}{PAPER_FIG8[kind]['err'][ci]:10.3f}{ref:10.3f}"
+                f"{PAPER_FIG8['ref'][ci]:10.3f}{secs:8.1f}{PAPER_FIG8[kind]['time'][ci]:9.0f}{lps:5d}",
+                flush=True,
+            )
+    print(f"\n== Figure 9: 3 clauses, |supp R| = 100..1000, eps = 0.5, {runs} runs per cell ==")
+    print(
+        f"{'|supp R|':>8}{'kind':>5}{'fugu err':>10}{'paper err':>10}{'ref US/eq':>10}"
+        f"{'paper ref':>10}{'fugu s':>8}{'paper s':>9}{'LPs':>5}"
+    )
+    for si, size in enumerate(range(100, 1001, 100)):
+        if size not in sizes:
+            continue
+        for kind in ("cnf", "dnf"):
+            err, secs, ref, lps = krelation_cell(kind, size, 3, runs)
+            print(
+                f"{size:8d}{kind:>5}{err:10.3f}{PAPER_FIG9[kind]['err'][si]:10.3f}{ref:10.3f}"
+                f"{PAPER_FIG9['ref'][si]:10.3f}{secs:8.1f}{PAPER_FIG9[kind]['time'][si]:9.1f}{lps:5d}",
+                flush=True,
+            )
+    print("(fugu s = first run: LPs included; later runs reuse the relation's LP model)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer runs and smaller graphs")
     ap.add_argument("--runs", type=int, help="runs per accuracy cell (default 20, quick 5)")
     ap.add_argument("--max-occ", type=int, help="largest number of triangles in the timing part")
     ap.add_argument("--lp-time-limit", type=float, default=300.0)
-    ap.add_argument("--parts", default="fig4,real,scaling")
+    ap.add_argument("--parts", default="fig4,real,scaling,fig89")
+    ap.add_argument("--sizes", default="100,200,300,400,500,600,700,800,900,1000")
+    ap.add_argument("--clauses", default="2,4,6,8,10")
     ap.add_argument("--units", default="node,edge", help="Figure 4 units")
     ap.add_argument("--queries", default="triangle,2-star,2-triangle", help="Figure 4 queries")
     a = ap.parse_args()
@@ -292,6 +379,12 @@ def main() -> None:
         real_graphs(runs, a.lp_time_limit, max_occ)
     if "scaling" in parts:
         scaling(max_occ, a.lp_time_limit)
+    if "fig89" in parts:
+        figures_8_9(
+            runs,
+            [int(x) for x in a.sizes.split(",")] if not a.quick else [100, 300],
+            [int(x) for x in a.clauses.split(",")] if not a.quick else [2, 4],
+        )
     print(f"\ntotal bench time {time.perf_counter() - t0:.0f} s")
 
 
