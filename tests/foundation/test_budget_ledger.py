@@ -397,3 +397,36 @@ def test_threads_of_one_process_also_exclude_each_other(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert len(ok) == 20 and len(Accountant.load(p).ledger) == 20
+
+
+def test_one_accountant_shared_by_threads_never_overspends() -> None:
+    """Before the lock: 8 threads x 400 spends of 0.001 against 1.0 recorded 1001-1002 spends."""
+    import copy
+    import pickle
+    import threading
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        acct = Accountant(1.0)
+
+        def work() -> None:
+            for _ in range(400):
+                try:
+                    acct.spend(0.001, "x")
+                except BudgetExceededError:
+                    pass
+
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(acct.ledger) == 1000
+    assert acct.spent <= 1.0 + 1e-9
+    again = pickle.loads(pickle.dumps(acct))
+    assert again == acct and copy.deepcopy(acct) == acct
+    with pytest.raises(BudgetExceededError):  # the unpickled copy has a working lock
+        again.spend(1e-3, "after unpickling")
