@@ -36,6 +36,8 @@ def _check_images(info: dict, shot: Path, expected_alts: list[str]) -> None:
     pixels = _png(shot)[..., :3]
     for im in images:
         assert im["complete"] and im["w"] > 100 and im["h"] > 100, f"image not decoded: {im}"
+        # shown at its real size (not shrunk to fit, so its text stays readable)
+        assert abs(im["cw"] - im["w"]) <= 1, f"{im['alt']} shown {im['cw']} px wide of {im['w']}"
         x0, y0 = int(im["x"]), int(im["y"])
         x1, y1 = int(im["x"] + im["cw"]), int(im["y"] + im["ch"])
         if y1 > pixels.shape[0]:

@@ -100,7 +100,7 @@ def demo_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("demo") / "r.html"
     run_demo(
-        seed=3, n_queries=100, quick=True, report_path=out, models=["central", "blowfish"],
+        seed=3, n_queries=100, quick=True, report_path=out, models=["central", "ldp", "blowfish"],
         progress=False,
     )  # fmt: skip
     return out

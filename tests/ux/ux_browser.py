@@ -23,10 +23,13 @@ FLAGS = [
     "--virtual-time-budget=10000",
 ]
 
+# The report is opened at this window width: its body is at most 1000 CSS px wide, so every
+# figure (<= 1000 px, see test_ux_report_figures) is shown at its real size, as a reader sees it.
+WIDTH = 1100
+
 # Appended to a copy of the report: after load, record every image's decoded size and place
 # on the page, and every heading, in a <pre id="fugu-check"> element that --dump-dom prints.
 PROBE = """
-<style>body{max-width:760px !important} img{max-width:100% !important}</style>
 <script>
 window.addEventListener("load", function () {
   var imgs = Array.prototype.map.call(document.images, function (im) {
@@ -69,7 +72,7 @@ def inspect_report(report: Path, workdir: Path) -> tuple[dict[str, Any], Path]:
     probe = workdir / "probe.html"
     probe.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="fugu-chromium-") as profile:
-        dom = _run(["--dump-dom", probe.as_uri()], profile)
+        dom = _run([f"--window-size={WIDTH},2000", "--dump-dom", probe.as_uri()], profile)
     marker = '<pre id="fugu-check">'
     if marker not in dom.stdout:
         raise AssertionError(f"the probe did not run; chromium said: {dom.stderr[-2000:]}")
@@ -80,7 +83,7 @@ def inspect_report(report: Path, workdir: Path) -> tuple[dict[str, Any], Path]:
     shot = workdir / "screenshot.png"
     height = min(int(info["height"]) + 50, 16000)
     with tempfile.TemporaryDirectory(prefix="fugu-chromium-") as profile:
-        _run([f"--window-size=800,{height}", f"--screenshot={shot}", probe.as_uri()], profile)
+        _run([f"--window-size={WIDTH},{height}", f"--screenshot={shot}", probe.as_uri()], profile)
     if not shot.exists():
         raise AssertionError("chromium wrote no screenshot")
     return info, shot
