@@ -473,3 +473,13 @@ def test_grid_laplace_scalar_is_grid_laplace_and_takes_any_magnitude() -> None:
     # the scalar path adds the noise exactly whatever the magnitude of x
     big, _ = grid_laplace_scalar(1e20, 1e-3, 1.0, fugu.RandomSource(seed=1))
     assert abs(big - 1e20) < 1e6
+
+
+def test_pattern_options_refused_before_spending() -> None:
+    acct = fugu.Accountant(fugu.Budget(5.0, model="edge-dp"))
+    G = nx.karate_club_graph()
+    with pytest.raises(InvalidParameterError, match="induced"):
+        count(G, nx.path_graph(3), 1.0, unit="edge", induced=True, accountant=acct)
+    with pytest.raises(InvalidParameterError, match="not connected"):
+        count(G, nx.Graph([(0, 1), (2, 3)]), 1.0, unit="edge", accountant=acct)
+    assert acct.spent == 0

@@ -401,15 +401,7 @@ def _general(
     g: _Graph, H: nx.Graph, pattern: nx.Graph, induced: bool
 ) -> tuple[NDArray[np.int64], list[tuple[int, int]]]:
     """VF2 occurrences of a small connected pattern, each edge set once."""
-    if pattern.is_directed() or pattern.is_multigraph():
-        raise InvalidParameterError("the pattern must be an undirected simple networkx graph")
-    if pattern.number_of_edges() == 0 or nx.number_of_selfloops(pattern):
-        raise InvalidParameterError("the pattern needs at least one edge and no self-loops")
-    if not nx.is_connected(pattern):
-        raise InvalidParameterError(
-            "the pattern is not connected; count each connected part separately (a disconnected "
-            "pattern's occurrences are not monotone-friendly and blow up combinatorially)"
-        )
+    check_pattern(pattern, induced, "node")
     pnodes = list(pattern.nodes)
     pidx = {v: i for i, v in enumerate(pnodes)}
     pairs = [(min(pidx[a], pidx[b]), max(pidx[a], pidx[b])) for a, b in pattern.edges]
@@ -439,6 +431,28 @@ def _general(
         rows.append(row)
     occ = np.array(rows, dtype=np.int64).reshape(-1, len(pnodes))
     return occ, pairs
+
+
+def check_pattern(pattern: str | nx.Graph, induced: bool, unit: str) -> None:
+    """Refuse a pattern or option that cannot be counted (public: checked before any charge)."""
+    if induced and unit == "edge":
+        raise InvalidParameterError(
+            "induced counts are not monotone under edge privacy (adding an edge can destroy an "
+            "induced occurrence); use unit='node' or non-induced counts"
+        )
+    if not isinstance(pattern, nx.Graph):
+        if induced:
+            raise InvalidParameterError("induced=True needs the pattern as a networkx graph")
+        return
+    if pattern.is_directed() or pattern.is_multigraph():
+        raise InvalidParameterError("the pattern must be an undirected simple networkx graph")
+    if pattern.number_of_edges() == 0 or nx.number_of_selfloops(pattern):
+        raise InvalidParameterError("the pattern needs at least one edge and no self-loops")
+    if not nx.is_connected(pattern):
+        raise InvalidParameterError(
+            "the pattern is not connected; count each connected part separately (a disconnected "
+            "pattern's occurrences are not monotone-friendly and blow up combinatorially)"
+        )
 
 
 def pattern_relation(

@@ -1011,6 +1011,9 @@ def count(
         x_rule=x_rule,
     )
     name = _pattern_name(pattern, k)
+    from .patterns import check_pattern
+
+    check_pattern(pattern, induced, unit)  # public: before anything is charged
     _, source = start(
         params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model
     )
