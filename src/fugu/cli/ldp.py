@@ -1,7 +1,7 @@
 """``fugu ldp``: local-DP experiments and a two-party (client / server) run from files.
 
 fugu ldp methods
-fugu ldp simulate --data synthetic --method hio,lhio,calm,msw,uni --epsilon 1 --lambda 2
+fugu ldp simulate --data synthetic --method hdg,tdg,hio,lhio,calm,msw,uni --epsilon 1 --lambda 2
 fugu ldp perturb --method olh --epsilon 1 --data users.csv -a 'age:0..99' --out reports.jsonl
 fugu ldp aggregate reports.jsonl --out release.npz
 """
