@@ -858,15 +858,17 @@ def discrete_laplace(
 
 def _discrete_laplace_group(rng: RandomSource, t: int, s: int, n: int) -> NDArray[np.int64]:
     """``n`` samples at the rational scale t/s: tables for big groups, CKS for small ones."""
-    if n >= _TABLE_MIN_SAMPLES:
+    if n >= (_TABLE_MIN_SAMPLES if t < s << 12 else _TABLE_MIN_SAMPLES_LARGE):
         return _laplace_tables(t, s).sample(rng, n)
     return _discrete_laplace_reference(rng, t, s, n)
 
 
-#: Groups of at least this many samples use the table sampler (building its tables takes about
-#: a millisecond at small scales and tens at 2^52; they are cached per scale); smaller groups use
-#: the reference sampler. The choice depends only on the group's size, so seeded draws repeat.
-_TABLE_MIN_SAMPLES = 2048
+#: Groups of at least this many samples use the table sampler: below scale 2^12 (one table,
+#: built in 0.5-15 ms) from 256 samples, above it (digit tables too, 15-50 ms) from 8192; tables
+#: are cached per scale. Smaller groups use the reference sampler. The choice depends only on
+#: the scale and the group's size, so seeded draws repeat.
+_TABLE_MIN_SAMPLES = 256
+_TABLE_MIN_SAMPLES_LARGE = 8192
 
 
 def _discrete_laplace_reference(rng: RandomSource, t: int, s: int, n: int) -> NDArray[np.int64]:

@@ -52,7 +52,7 @@ from ..errors import (
     InvalidTypeError,
 )
 from .numpy_engine import CHUNK_ROWS, columns_of
-from .partials import DomainKey, Partial, _as_partial, _CountPartial, add_partials
+from .partial_core import DomainKey, Partial, _as_partial, _CountPartial, add_partials
 
 __all__ = [
     "METHODS",
@@ -154,6 +154,8 @@ def to_dataframe(data: Any, spark: Any = None, num_partitions: int | None = None
     """A Spark DataFrame of an in-memory table (mapping of columns, pandas / Polars, Arrow).
 
     Unsigned integer columns (Spark has none) become int64; uint64 values must fit in int64.
+    The rows are held by the driver (Spark copies an in-memory table into its JVM); without
+    ``num_partitions`` they are split into ``spark.default.parallelism`` partitions.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -178,8 +180,13 @@ def to_dataframe(data: Any, spark: Any = None, num_partitions: int | None = None
             table = table.set_column(i, field.name, pc.cast(col, pa.int64()))
         elif pa.types.is_fixed_size_binary(field.type):
             table = table.set_column(i, field.name, pc.cast(table.column(i), pa.binary()))
-    df = (spark or session()).createDataFrame(table)
-    return df.repartition(int(num_partitions)) if num_partitions else df
+    spark = spark or session()
+    df = spark.createDataFrame(table)
+    if num_partitions:
+        return df.repartition(int(num_partitions))
+    # createDataFrame makes one partition per 10,000-row Arrow batch (1,000 for 10^7 rows): one
+    # task per core is enough, and far cheaper to cache and to schedule.
+    return df.coalesce(max(1, int(spark.sparkContext.defaultParallelism)))
 
 
 def _check_columns(df: Any, columns: Sequence[str]) -> None:
@@ -193,10 +200,19 @@ def _check_columns(df: Any, columns: Sequence[str]) -> None:
 
 
 # -- per-partition partials (mapInArrow) ----------------------------------------------------------
+#: Column carrying each row's original Spark partition id when partitions are coalesced.
+_PART_COLUMN = "__fugu_partition"
+
+
 def _partition_runner(
-    fn: Callable[[Any], Any], columns: list[str], batch_rows: int
+    fn: Callable[[Any], Any], columns: list[str], batch_rows: int, part_column: str | None = None
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The function each executor runs on its partition (an iterator of Arrow record batches)."""
+    """The function each executor runs on its partition (an iterator of Arrow record batches).
+
+    With ``part_column`` the task holds several coalesced partitions whose original ids are in
+    that column: batches are split where the id changes, so an error names the partition it
+    came from (and no batch given to ``fn`` mixes partitions).
+    """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -217,6 +233,7 @@ def _partition_runner(
         rows = 0
         buf: list[Any] = []
         buffered = 0
+        current = pid
 
         def flush() -> None:
             nonlocal acc, buf, buffered
@@ -231,10 +248,21 @@ def _partition_runner(
                 if rb.num_rows == 0:
                     continue
                 rows += rb.num_rows
-                buf.append(rb)
-                buffered += rb.num_rows
-                if buffered >= batch_rows:
-                    flush()
+                if part_column is None:
+                    pieces = [(current, rb)]
+                else:
+                    p = np.asarray(rb.column(part_column).to_numpy(zero_copy_only=False))
+                    cuts = [0, *(np.flatnonzero(p[1:] != p[:-1]) + 1).tolist(), p.size]
+                    spans = zip(cuts[:-1], cuts[1:], strict=True)
+                    pieces = [(int(p[a]), rb.slice(a, b - a)) for a, b in spans]
+                for piece_pid, piece in pieces:
+                    if piece_pid != current:
+                        flush()
+                        current = piece_pid
+                    buf.append(piece)
+                    buffered += piece.num_rows
+                    if buffered >= batch_rows:
+                        flush()
             flush()
             payload = None if acc is None else pickle.dumps(acc, protocol=pickle.HIGHEST_PROTOCOL)
             row: dict[str, Any] = {
@@ -248,7 +276,7 @@ def _partition_runner(
             kind = type(exc).__name__
             msg = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
             row = {
-                "partition": pid,
+                "partition": current,
                 "rows": rows,
                 "payload": None,
                 "error_kind": kind,
@@ -302,8 +330,19 @@ def partial_sums(
     df = df.select(*[_quote(c) for c in cols])
     if num_partitions:
         df = df.repartition(int(num_partitions))
+    # One partial per *task* reaches the driver, never one per partition: a DataFrame with
+    # thousands of partitions (createDataFrame makes one per 10,000 rows) would otherwise
+    # collect thousands of domain-sized payloads at once into the driver's heap (issue 16.5).
+    width = max(1, int(df.sparkSession.sparkContext.defaultParallelism))
+    part_column = None
+    if df.rdd.getNumPartitions() > width:
+        from pyspark.sql import functions as F
+
+        # the id is taken before coalescing, so errors still name the original partition
+        df = df.withColumn(_PART_COLUMN, F.spark_partition_id()).coalesce(width)
+        part_column = _PART_COLUMN
     results = df.mapInArrow(
-        _partition_runner(partial, cols, int(batch_rows)), _RESULT_SCHEMA
+        _partition_runner(partial, cols, int(batch_rows), part_column), _RESULT_SCHEMA
     ).collect()
     failed = [r for r in results if r["error_kind"] is not None]
     if failed:
