@@ -281,6 +281,10 @@ class Release:
     def to_arrow(self) -> Any:
         """The release as a ``pyarrow.Table``: one row per cell of the domain.
 
+        Releases that store no dense cells (LDP grids, pairs, HIO) answer every one-cell query;
+        a release without a domain (a graph count) gives one row per released value with
+        ``count`` and ``expected_error``.
+
         Columns: one per attribute (integers for plain ordinals; labels, as dictionary-encoded
         strings, for nominal and binned attributes), ``count`` (the noisy estimate of the cell)
         and ``expected_error`` (the cell's RMSE where the release knows it, else null). A
@@ -300,14 +304,19 @@ class Release:
         """
         import pyarrow as pa
 
-        dom = self._require_domain()
+        if self.domain is None:
+            return self._scalar_table()
+        dom = self.domain
         try:
             counts = np.asarray(self.counts, dtype=np.float64).reshape(-1)
         except NotImplementedError:
-            raise FuguError(
-                f"a {self.kind} release has no per-cell counts; use "
-                "answer_many(queries, output='pandas') for a table of answers"
-            ) from None
+            # no dense cells stored (LDP grids, pairs, HIO): answer every one-cell query instead
+            if dom.size > _MAX_ERROR_CELLS:
+                raise FuguError(
+                    f"a {self.kind} release over {dom.size:,} cells is too large for a per-cell "
+                    "table; use answer_many(queries, output='pandas') for the queries you need"
+                ) from None
+            counts = np.asarray(self._answer_bounds(_cell_bounds(dom)), dtype=np.float64)
         if counts.size != dom.size:
             raise FuguError(
                 f"a {self.kind} release holds {counts.size} values, not one per cell of the "
@@ -336,17 +345,29 @@ class Release:
         """:meth:`to_arrow` as a ``polars.DataFrame``; needs polars."""
         return _convert(self.to_arrow(), "polars")
 
+    def _scalar_table(self) -> Any:
+        """A release without a domain (a graph count): one row per released value."""
+        import pyarrow as pa
+
+        try:
+            values = np.asarray(self.counts, dtype=np.float64).reshape(-1)
+        except NotImplementedError:
+            raise FuguError(f"a {self.kind} release has no values to tabulate") from None
+        err: NDArray[np.float64] | None = None
+        if values.size == 1:
+            try:
+                e = self.expected_error(None)  # type: ignore[arg-type]
+            except (FuguError, TypeError, AttributeError):
+                e = None
+            err = None if e is None else np.array([float(e)])
+        return pa.table({"count": pa.array(values), "expected_error": _nullable(err, values.size)})
+
     def _cell_errors(self) -> NDArray[np.float64] | None:
         """RMSE of every cell (flat, C order), or None when unknown."""
         dom = self._require_domain()
         if dom.size > _MAX_ERROR_CELLS:
             return None
-        cells = np.unravel_index(np.arange(dom.size, dtype=np.int64), dom.shape)
-        bounds = np.empty((dom.size, dom.ndim, 2), dtype=np.int64)
-        for j in range(dom.ndim):
-            bounds[:, j, 0] = cells[j]
-            bounds[:, j, 1] = cells[j] + 1
-        return self._bounds_errors(bounds, None)
+        return self._bounds_errors(_cell_bounds(dom), None)
 
     def _bounds_errors(
         self, bounds: NDArray[np.int64], workload: Workload | None
@@ -489,6 +510,16 @@ class Release:
 _OUTPUTS = ("array", "pandas", "polars", "arrow")
 _MAX_ERROR_LOOP = 4096  # queries answered one expected_error call at a time
 _MAX_ERROR_CELLS = 2**24  # cells for which to_arrow computes per-cell errors
+
+
+def _cell_bounds(dom: Domain) -> NDArray[np.int64]:
+    """Bounds (size, d, 2) of every one-cell query, in C order."""
+    cells = np.unravel_index(np.arange(dom.size, dtype=np.int64), dom.shape)
+    bounds = np.empty((dom.size, dom.ndim, 2), dtype=np.int64)
+    for j in range(dom.ndim):
+        bounds[:, j, 0] = cells[j]
+        bounds[:, j, 1] = cells[j] + 1
+    return bounds
 
 
 def _as_query(query: Any) -> RangeQuery:

@@ -267,3 +267,32 @@ def test_reprs_are_one_short_line() -> None:
     for o in objs:
         r = repr(o)
         assert "\n" not in r and len(r) <= 120, r
+
+
+@pytest.mark.parametrize("method", ["Uni", "HDG", "CALM"])
+def test_to_arrow_of_ldp_releases_without_dense_cells(method: str) -> None:
+    """Releases that store no cell array answer each one-cell query (same as answer())."""
+    dom = Domain([Ordinal("a", 0, 7), Ordinal("b", 0, 3)])
+    recs = {"a": np.arange(4000) % 8, "b": (np.arange(4000) // 3) % 4}
+    rel = getattr(fugu.ldp, method)(dom, epsilon=1.0).simulate(recs, rng=RandomSource(seed=0))
+    t = rel.to_arrow()
+    assert t.num_rows == 32 and t.column_names[:2] == ["a", "b"]
+    for a, b in [(0, 0), (3, 2), (7, 3)]:
+        got = t.column("count")[a * 4 + b].as_py()
+        assert got == pytest.approx(rel.answer(RangeQuery(a=(a, a), b=(b, b))))
+
+
+def test_graph_count_release_as_a_one_row_table() -> None:
+    nx = pytest.importorskip("networkx")
+    rel = fugu.graph.count(
+        nx.karate_club_graph(),
+        "triangle",
+        1.0,
+        unit="edge",
+        mechanism="laplace",
+        rng=RandomSource(seed=0),
+    )
+    df = rel.to_pandas()
+    assert list(df.columns) == ["count", "expected_error"] and len(df) == 1
+    assert df["count"][0] == rel.counts[0]
+    assert df["expected_error"][0] == pytest.approx(rel.expected_error())
