@@ -34,8 +34,8 @@ def test_fit_attributes_and_shapes() -> None:
     km = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=1)).fit(X)
     assert km.cluster_centers_.shape == (3, 2)
     assert km.labels_.shape == (len(X),)
-    assert km.n_iter_ == 10
-    assert km.noisy_sizes_.shape == (10, 3)
+    assert km.n_iter_ == km.plan_.n_iter == 2  # Su et al.: n = 1,500 is small for 3 centres
+    assert km.noisy_sizes_.shape == (2, 3)
     assert km.inertia_ == pytest.approx(kmeans_objective(X, km.cluster_centers_))
     assert np.all(km.cluster_centers_ >= 0) and np.all(km.cluster_centers_ <= 99)
     assert km.predict(X).tolist() == km.labels_.tolist()
@@ -44,7 +44,8 @@ def test_fit_attributes_and_shapes() -> None:
     g = km.guarantee_
     assert g.model == "central-dp" and g.epsilon == 1.0 and g.mechanism == "kmeans"
     assert g.parameters["q_sum_sensitivity"] == 198.0
-    assert sum(g.parameters["epsilon_per_iteration"]) == pytest.approx(1.0)
+    spent = sum(g.parameters["epsilon_per_iteration"]) + g.parameters["epsilon_init"]
+    assert spent == pytest.approx(1.0)  # sequential composition: start + updates = ε
 
 
 def test_get_set_params_clone_and_pipeline() -> None:
@@ -93,7 +94,12 @@ def test_budget_split_and_iteration_weights() -> None:
     km = KMeans(2, 2.0, domain=DOM, n_iter=4, iteration_weights=[1, 1, 1, 5], size_fraction=0.25)
     km.fit(blobs(200))
     per_iter = km.guarantee_.parameters["epsilon_per_iteration"]
-    assert per_iter == pytest.approx([0.25, 0.25, 0.25, 1.25])
+    # the private grid start takes 20 % of ε; the rest follows the weights
+    assert km.guarantee_.parameters["epsilon_init"] == pytest.approx(0.4)
+    assert per_iter == pytest.approx([0.2, 0.2, 0.2, 1.0])
+    free = KMeans(2, 2.0, domain=DOM, n_iter=4, iteration_weights=[1, 1, 1, 5], init="spread")
+    per_iter = free.fit(blobs(200)).guarantee_.parameters["epsilon_per_iteration"]
+    assert per_iter == pytest.approx([0.25, 0.25, 0.25, 1.25])  # a free start: all ε to updates
     plan = IterationPlan.split(1.0, 2.0, 10.0, 0.25)
     assert (plan.eps_size, plan.eps_sum) == (0.25, 0.75)
     assert IterationPlan.split(1.0, 0.0, 10.0, 0.25).eps_sum == 1.0  # exact sizes: all ε to sums
@@ -168,7 +174,7 @@ def test_sum_noise_has_the_stated_variance() -> None:
         ({"size_fraction": 1.0}, None, InvalidParameterError, "size_fraction"),
         ({"init": "k-means++"}, None, InvalidParameterError, "data-independent"),
         ({"init": np.zeros((3, 2))}, None, InvalidParameterError, "shape"),
-        ({"iteration_weights": [1, 2]}, None, InvalidParameterError, "iteration_weights"),
+        ({"iteration_weights": [1, 2, 3]}, None, InvalidParameterError, "iteration_weights"),
         ({"sensitivity": "tight"}, None, InvalidParameterError, "'safe' or 'paper'"),
         ({"policy": "partition:z=3"}, None, Exception, "z"),
     ],
@@ -205,9 +211,10 @@ def test_policy_object_and_clip_are_recorded() -> None:
     from fugu.blowfish.policy import Policy
 
     X = np.vstack([blobs(200), [[150.0, -3.0]]])
-    km = KMeans(
-        3, 1.0, policy=Policy.distance_threshold(DOM, 10), clip=True, sensitivity="paper"
-    ).fit(X)
+    with pytest.warns(fugu.PrivacyLeakWarning):
+        km = KMeans(
+            3, 1.0, policy=Policy.distance_threshold(DOM, 10), clip=True, sensitivity="paper"
+        ).fit(X)
     g = km.guarantee_
     assert g.model == "blowfish"
     assert g.data_options["out_of_domain"] == "clip"

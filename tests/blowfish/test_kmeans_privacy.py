@@ -22,6 +22,7 @@ from fugu.blowfish.kmeans import (
     kmeans_sensitivities,
     release_iteration,
     secret_graph,
+    su_plan,
 )
 from fugu.testing import audit
 
@@ -32,12 +33,16 @@ LINE = fugu.Domain([fugu.Ordinal("age", 0, 20)])
 BASE = np.array([[3.0, 4.0], [15.0, 12.0], [8.0, 17.0]])
 
 
-def _mechanism(dom, policy, centres, mode="safe", scale_sum=1.0, assigner=None):
-    """One iteration with public centres: assign, count, add noise (vectorised over runs)."""
+def _mechanism(dom, policy, centres, mode="safe", scale_sum=1.0, assigner=None, fraction=0.5):
+    """One iteration with public centres: assign, count, add noise (vectorised over runs).
+    ``fraction="auto"``: the q_size share of Su et al.'s split (the estimator's default)."""
     grid = KMeansGrid.from_domain(dom)
     graph = secret_graph(policy, grid)
     s_size, s_sum = kmeans_sensitivities(graph, grid, mode)
-    plan = IterationPlan.split(EPS, s_size, s_sum * scale_sum, 0.5)
+    if fraction == "auto":
+        fraction = su_plan(1000, centres.shape[0], grid.high - grid.low, EPS, s_size, s_sum)
+        fraction = fraction.size_fraction if 0 < fraction.size_fraction < 1 else 0.5
+    plan = IterationPlan.split(EPS, s_size, s_sum * scale_sum, fraction)
     k = centres.shape[0]
 
     def stats(points):
@@ -106,6 +111,24 @@ def test_one_iteration_passes_audit_on_worst_case_neighbours(family: str) -> Non
         mech, d1, d2, EPS, n_runs=RUNS, vectorised=True, statistic=_loss_statistic(mech, d1, d2)
     )
     assert res.passed, str(res)
+
+
+@pytest.mark.parametrize("family", ["full", "distance", "line"])
+def test_one_iteration_with_su_split_passes_audit(family: str) -> None:
+    """The default budget split (Su et al.: about a fifth of each iteration's ε to q_size) on the
+    same worst-case neighbours; halving the q_sum noise under that split is caught."""
+    dom, policy, x, y, centres = CASES[family]
+    base = BASE[:, : len(x)]
+    mech, _ = _mechanism(dom, policy, np.asarray(centres, float), fraction="auto")
+    assert 0.1 < mech.plan.eps_size < 0.45
+    d1, d2 = _pair(x, y, base)
+    stat = _loss_statistic(mech, d1, d2)
+    assert audit(mech, d1, d2, EPS, n_runs=RUNS, vectorised=True, statistic=stat).passed
+    bad, _ = _mechanism(dom, policy, np.asarray(centres, float), fraction="auto", scale_sum=0.5)
+    res = audit(
+        bad, d1, d2, EPS, n_runs=RUNS, vectorised=True, statistic=_loss_statistic(bad, d1, d2)
+    )
+    assert not res.passed, str(res)
 
 
 def test_paper_sensitivity_fails_audit_when_neighbours_straddle_clusters() -> None:

@@ -11,9 +11,11 @@ Privacy model
 Algorithm (SuLQ-style Lloyd iterations as in the Blowfish paper's k-means section and CACM
 Definition 7; spec ``blowfish_privelet_hierarchical.md`` §A.6):
 
-1. Data-independent start: ``k`` centres drawn uniformly from the domain box with *public*
-   randomness (or centres the user passes in).
-2. For a fixed, public number of iterations ``n_iter`` (paper: 10):
+1. Data-independent start (no data, no ε): ``init="auto"`` spreads ``k`` separated centres
+   over the domain box with *public* randomness (:func:`spread_init`, the start DPLloyd uses);
+   ``"random"`` draws them uniformly (the paper); or centres the user passes in.
+2. For a public number of iterations ``n_iter`` — by default chosen from n, d, k, ε and the
+   sensitivities by Su et al.'s rule (:func:`su_plan`: 2 to 7 updates); the paper used 10:
    a. assign every point to its nearest current centre (centres are public; no privacy cost);
    b. release the cluster sizes q_size with exact discrete Laplace (geometric) noise of scale
       S(q_size, P) / ε_size;
@@ -24,8 +26,11 @@ Definition 7; spec ``blowfish_privelet_hierarchical.md`` §A.6):
       for empty or negative noisy sizes), then clamp μ_i into the domain box.
 3. Budget: sequential composition; ε is split equally over the iterations (or by
    ``iteration_weights``) and each iteration's share between q_size and q_sum by
-   ``size_fraction`` (default 1/2, the paper's equal split [spec §A.6, mem]). When a query has
-   sensitivity 0 under the policy it is released exactly and the whole share goes to the other.
+   ``size_fraction`` (default ``"auto"``: Su et al.'s split, about 20 % to q_size for ε-DP in
+   2–4 dimensions; the paper split equally). When a query has sensitivity 0 under the policy it
+   is released exactly and the whole share goes to the other. n is public under replace-one
+   neighbours (no ⊥), so using it to choose ``n_iter`` costs nothing; with ⊥ in the policy n is
+   private and ``"auto"`` uses 2 updates.
 
 Sensitivities (spec §A.5; closed forms on the domain grid, checked against brute force in
 ``tests/blowfish/test_kmeans_sensitivity.py``). q_size: 2 (one record leaves one cluster and
@@ -60,8 +65,8 @@ Example
 >>> X = np.concatenate([gen.normal(20, 5, (500, 2)), gen.normal(80, 5, (500, 2))])
 >>> X = np.clip(np.rint(X), 0, 99)
 >>> km = KMeans(2, epsilon=1.0, domain=dom, rng=fugu.RandomSource(seed=1)).fit(X)
->>> km.cluster_centers_.shape, km.n_iter_
-((2, 2), 10)
+>>> km.cluster_centers_.shape, km.n_iter_, round(km.size_fraction_, 3)
+((2, 2), 2, 0.27)
 """
 
 from __future__ import annotations
@@ -101,6 +106,9 @@ __all__ = [
     "SecretGraph",
     "kmeans_objective",
     "kmeans_sensitivities",
+    "KMeansPlan",
+    "spread_init",
+    "su_plan",
     "qsize_sensitivity",
     "qsum_sensitivity",
     "secret_graph",
@@ -849,7 +857,14 @@ class IterationPlan:
         return cls(eps_iter * size_fraction, eps_iter * (1 - size_fraction), sens_size, sens_sum)
 
 
-def check_plan_epsilon(eps: float, plans: Sequence[IterationPlan], k: int, d: int) -> None:
+def check_plan_epsilon(
+    eps: float,
+    plans: Sequence[IterationPlan],
+    k: int,
+    d: int,
+    spec: GridSpec | None = None,
+    init_share: float = 0.0,
+) -> None:
     """Refuse (before anything is spent) an ε whose per-iteration noise scales exceed the exact
     sampler's limit, naming the ε range that works (q_sum is noised on a grid with at most
     ``2d`` changed coordinates, as in :func:`release_iteration`)."""
@@ -861,6 +876,8 @@ def check_plan_epsilon(eps: float, plans: Sequence[IterationPlan], k: int, d: in
             parts.append(NoisePart("q_size", p.sens_size, p.eps_size / eps))
         if p.sens_sum > 0:
             parts.append(NoisePart("q_sum", p.sens_sum, p.eps_sum / eps, min(2 * d, k * d)))
+    if spec is not None and spec.sensitivity > 0 and init_share > 0:
+        parts.append(NoisePart("start-grid", spec.sensitivity, init_share))
     check_noise_epsilon(eps, parts, f"k-means ({len(plans)} iterations)")
 
 
@@ -986,6 +1003,250 @@ def random_init(grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float
     return grid.low + gen.random((k, grid.dim)) * (grid.high - grid.low)
 
 
+#: Su et al. (2016): the typical |centred coordinate| of a cluster centre as a fraction of its
+#: attribute's width (their ρ = 0.225 on coordinates normalised to [−1, 1]).
+SU_RHO = 0.225
+#: Su et al.'s bounds on the number of noisy Lloyd updates.
+SU_MIN_ITER, SU_MAX_ITER = 2, 7
+
+
+@dataclass(frozen=True)
+class KMeansPlan:
+    """Public choice of the number of iterations and of each iteration's q_size share.
+
+    ``eps_m`` is Su et al.'s per-iteration ε below which one more iteration costs more (noise)
+    than it gains (convergence); ``rule`` says how each value was chosen.
+    """
+
+    n_iter: int
+    size_fraction: float
+    eps_m: float
+    rule: str
+
+
+def su_plan(
+    n: int | None,
+    k: int,
+    widths: ArrayLike,
+    epsilon: float,
+    sens_size: float,
+    sens_sum: float,
+) -> KMeansPlan:
+    """Iterations and q_size/q_sum split from n, d, k, ε and the sensitivities (Su, Cao, Li,
+    Bertino, Jin, "Differentially private k-means clustering", CODASPY 2016 — the analysis
+    behind DPLloyd and diffprivlib's KMeans), generalised to fugu's neighbours and policies.
+
+    Coordinates are normalised to [−1, 1] (attribute j has width ``w_j``). A noisy centre
+    ``(S + η)/(N + ν)`` has squared error about ``(‖η‖² + ‖μ‖²ν²)/N²``: with L1 noise of scale
+    ``S_sum/ε_sum`` on every coordinate of the sums and ``S_size/ε_size`` on the sizes this is
+    ``a/ε_sum² + b/ε_size²`` up to 2/N², with ``a = Σ_j (2·S_sum/w_j)²`` and
+    ``b = d·(2ρ)²·S_size²`` (ρ = 0.225: Su et al.'s typical normalised centre coordinate).
+    The best split gives the sizes ``b^{1/3}/(a^{1/3} + b^{1/3})`` of each iteration's ε and
+    the error ``K/ε_it²`` with ``K = (a^{1/3} + b^{1/3})³``. Su et al. fix the number of
+    updates ``T = ε/ε_m``, ``ε_m = sqrt(500·k³/n²·K)``, clipped to 2..7; their own setting
+    (add/remove neighbours, centred sums) is ``a = d³``, ``b = 4dρ²`` — exactly the
+    ``(d + ∛(4dρ²))³`` of diffprivlib's ``_calc_iters``. Under fugu's replace-one neighbours
+    ``S_size = 2`` and ``S_sum = d(T)`` (a and b four times larger, so ε_m twice); under a
+    Blowfish partition ``S_size = 0`` and all of ε goes to the sums. ``n=None`` (n is private:
+    the policy adds or removes records) uses the minimum, 2 updates. Public computation only.
+    """
+    w = np.asarray(widths, dtype=np.float64).reshape(-1)
+    d = w.size
+    w = np.where(w > 0, w, 1.0)
+    a = float(np.sum((2.0 * sens_sum / w) ** 2))
+    b = float(d * (2.0 * SU_RHO) ** 2 * sens_size**2)
+    if b == 0:
+        frac, how_split = 0.0, "q_size released exactly: all of each iteration's ε to q_sum"
+    elif a == 0:
+        frac, how_split = 1.0, "q_sum released exactly: all of each iteration's ε to q_size"
+    else:
+        r = (b / a) ** (1 / 3)
+        frac = r / (1 + r)
+        how_split = "Su et al. 2016 split b^(1/3)/(a^(1/3)+b^(1/3))"
+    big_k = (a ** (1 / 3) + b ** (1 / 3)) ** 3
+    if n is None or n <= 0:
+        return KMeansPlan(
+            SU_MIN_ITER, frac, math.inf, f"{SU_MIN_ITER} updates (n is private); {how_split}"
+        )
+    eps_m = math.sqrt(500.0 * k**3 / float(n) ** 2 * big_k)
+    iters = int(min(max(epsilon / eps_m, SU_MIN_ITER), SU_MAX_ITER))
+    return KMeansPlan(
+        iters,
+        frac,
+        eps_m,
+        f"Su et al. 2016: T = ε/ε_m clipped to {SU_MIN_ITER}..{SU_MAX_ITER}, ε_m = "
+        f"{eps_m:.3g}; {how_split}",
+    )
+
+
+#: Share of ε the grid-histogram start takes when noisy Lloyd updates follow it.
+GRID_INIT_SHARE = 0.2
+#: Noisy updates follow the grid start when the rest of ε is at least this many ε_m (measured
+#: on rgb, synthetic and blob data: below it the updates' noise outweighs their gain).
+HYBRID_MIN_RATIO = 0.5
+#: Most cells of the start's coarse histogram (the weighted k-means on it stays fast).
+MAX_GRID_CELLS = 1 << 15
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """The public coarse grid of the private start: per attribute, the bin of every code.
+
+    ``sensitivity`` of its histogram under the secret graph: 2 (a move changes two bins), 0
+    when the bins are unions of partition blocks (no secret pair crosses them: released exactly).
+    """
+
+    bins: tuple[NDArray[np.int64], ...]
+    shape: tuple[int, ...]
+    sensitivity: float
+    rule: str
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def points(self, grid: KMeansGrid) -> NDArray[np.float64]:
+        """Representative point of every bin (its coordinate range's midpoint), flat C order."""
+        mids = []
+        for c, b, m in zip(grid.coords, self.bins, self.shape, strict=True):
+            lo = np.full(m, np.inf)
+            hi = np.full(m, -np.inf)
+            np.minimum.at(lo, b, c)
+            np.maximum.at(hi, b, c)
+            mids.append((lo + hi) / 2)
+        mesh = np.meshgrid(*mids, indexing="ij")
+        return np.stack([g.reshape(-1) for g in mesh], axis=1)
+
+
+def eugkm_grid(n: int, epsilon: float, grid: KMeansGrid, graph: SecretGraph) -> GridSpec:
+    """The coarse grid of Su et al.'s EUGkM start: about ``(n·ε/10)^{2/(2+d)}`` equal bins per
+    attribute (their M = (nε/10)^{2d/(2+d)} cells), at most the attribute's size and at most
+    ``MAX_GRID_CELLS`` cells. Under a partition policy with per-attribute blocks, the blocks
+    themselves (when there are few enough): their histogram has sensitivity 0 (released exactly,
+    costing no ε). Public computation: n is public under replace-one neighbours."""
+    d = grid.dim
+    if graph.kind == "partition" and graph.cell_blocks is None:
+        per = _attr_block_ids(graph, grid)
+        bshape = tuple(int(p.max()) + 1 for p in per)
+        if 1 < int(np.prod(bshape)) <= MAX_GRID_CELLS:
+            return GridSpec(
+                tuple(per), bshape, 0.0, "partition blocks (exact: no secret pair crosses them)"
+            )
+    m = max(2.0, (n * epsilon / 10.0) ** (2.0 / (2.0 + d)))
+    m = min(m, MAX_GRID_CELLS ** (1.0 / d))
+    bins: list[NDArray[np.int64]] = []
+    shape: list[int] = []
+    for size in grid.sizes:
+        mj = int(max(1, min(size, math.floor(m))))
+        bins.append((np.arange(size, dtype=np.int64) * mj) // size)
+        shape.append(mj)
+    return GridSpec(tuple(bins), tuple(shape), 2.0, f"{'x'.join(map(str, shape))} equal bins")
+
+
+@dataclass(frozen=True, eq=False)
+class _GridCounts:
+    """Partial of the start: exact counts of the points in each bin of the coarse grid."""
+
+    grid: KMeansGrid
+    spec: GridSpec
+    encoded: bool = False
+    clip: bool = False
+
+    def __call__(self, batch: Mapping[str, Any]) -> dict[str, NDArray[np.int64]]:
+        codes = _batch_codes(batch, self.grid, self.encoded, self.clip)
+        idx = tuple(b[c] for b, c in zip(self.spec.bins, codes, strict=True))
+        flat = np.ravel_multi_index(idx, self.spec.shape)
+        return {"h": np.bincount(flat, minlength=self.spec.size).astype(np.int64)}
+
+
+def release_grid(
+    counts: ArrayLike,
+    spec: GridSpec,
+    epsilon: float,
+    rng: RandomSource,
+    repeats: int | None = None,
+) -> NDArray[np.float64]:
+    """The start's noisy coarse histogram: discrete Laplace noise of scale ``S/ε`` per bin
+    (S = ``spec.sensitivity``: 2 under replace-one moves; 0 = exact). ``repeats`` draws that
+    many independent releases (for the privacy audit)."""
+    h = np.asarray(counts, dtype=np.int64)
+    if repeats is not None:
+        h = np.broadcast_to(h, (repeats, *h.shape))
+    if spec.sensitivity <= 0:
+        return h.astype(np.float64)
+    return geometric_mechanism(h, spec.sensitivity, epsilon, rng).astype(np.float64)
+
+
+def weighted_kmeans(
+    points: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    k: int,
+    rng: RandomSource,
+    restarts: int = 5,
+    iters: int = 30,
+) -> NDArray[np.float64] | None:
+    """Weighted k-means (k-means++ seeding, Lloyd) of public points — post-processing of the
+    noisy histogram. None when fewer than k points have positive weight."""
+    keep = weights > 0
+    if int(keep.sum()) < k:
+        return None
+    pts, w = points[keep], weights[keep]
+    gen = rng.numpy_generator()
+    best, best_obj = None, math.inf
+    for _ in range(restarts):
+        centres = np.empty((k, pts.shape[1]))
+        centres[0] = pts[gen.choice(len(pts), p=w / w.sum())]
+        d2 = ((pts - centres[0]) ** 2).sum(axis=1)
+        for j in range(1, k):
+            p = w * d2
+            tot = p.sum()
+            centres[j] = pts[gen.choice(len(pts), p=p / tot)] if tot > 0 else pts[j % len(pts)]
+            d2 = np.minimum(d2, ((pts - centres[j]) ** 2).sum(axis=1))
+        for _ in range(iters):
+            lab = np.argmin(((pts[:, None, :] - centres[None]) ** 2).sum(axis=2), axis=1)
+            mass = np.bincount(lab, weights=w, minlength=k)
+            sums = np.stack(
+                [np.bincount(lab, weights=w * pts[:, j], minlength=k) for j in range(pts.shape[1])],
+                axis=1,
+            )
+            ok = mass > 0
+            centres[ok] = sums[ok] / mass[ok, None]
+        obj = float((w * ((pts[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1)).sum())
+        if obj < best_obj:
+            best, best_obj = centres.copy(), obj
+    return best
+
+
+def spread_init(grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
+    """k centres spread over the domain box, from public randomness (no data touched, no ε).
+
+    Uniform draws inside the box shrunk by a margin ``m`` (half the smallest width to start),
+    accepted when at least ``2m`` from every centre already placed; after 100 rejections in a
+    row ``m`` is halved (the start DPLloyd uses: separated centres away from the faces, so the
+    first noisy update splits the data into k comparable parts).
+    """
+    gen = rng.numpy_generator()
+    low, high = grid.low, grid.high
+    width = high - low
+    margin = float(np.min(width)) / 2.0
+    while margin > 1e-12 * max(1.0, float(np.max(width))):
+        centres = np.empty((k, grid.dim))
+        placed, misses = 0, 0
+        while placed < k and misses < 100:
+            c = low + margin + gen.random(grid.dim) * (width - 2 * margin)
+            if placed == 0 or np.min(np.sqrt(((centres[:placed] - c) ** 2).sum(axis=1))) >= (
+                2 * margin
+            ):
+                centres[placed] = c
+                placed, misses = placed + 1, 0
+            else:
+                misses += 1
+        if placed == k:
+            return centres
+        margin /= 2.0
+    return random_init(grid, k, rng)
+
+
 def _input_kind(X: Any, engine_options: Mapping[str, Any]) -> str:
     """'spark' (a Spark DataFrame), 'external' (a path, or None with sql=) or 'memory'."""
     if type(X).__module__.startswith("pyspark"):
@@ -1023,11 +1284,13 @@ class KMeans:
         None: ε-DP (the Laplace k-means baseline, complete graph). Otherwise a Blowfish policy
         whose domain is the data's domain; strings as in the CLI (``'distance:theta=5'``,
         ``'attribute'``, ``'partition:lat=40,lon=30'``, ``'line'``, ``'full'``).
-    n_iter : int
-        Fixed number of Lloyd iterations (public; the paper uses 10).
-    init : "random" or array (k, d)
-        Data-independent start: uniform random points of the domain box from public randomness,
-        or centres chosen without looking at the data.
+    n_iter : int or "auto"
+        Number of noisy Lloyd updates (public). ``"auto"`` (default): Su et al.'s rule from n,
+        d, k, ε and the sensitivities (:func:`su_plan`; 2 to 7). The paper used 10.
+    init : "auto", "random" or array (k, d)
+        Data-independent start from public randomness: ``"auto"`` separated points spread
+        over the domain (:func:`spread_init`), ``"random"`` uniform points of the box, or
+        centres chosen without looking at the data.
     rng : RandomSource, optional
         Secure by default; a seeded source is reproducible and NOT private.
     domain : fugu.Domain, optional
@@ -1035,8 +1298,9 @@ class KMeans:
         ``policy`` is None or a string; must equal the policy's domain otherwise.
     clip : bool
         Clip out-of-domain points to the box instead of raising (recorded in ``guarantee_``).
-    size_fraction : float
-        Share of each iteration's ε spent on q_size (rest on q_sum); default 0.5.
+    size_fraction : float or "auto"
+        Share of each iteration's ε spent on q_size (rest on q_sum); ``"auto"`` (default):
+        Su et al.'s split for these sensitivities (:func:`su_plan`); the paper used 0.5.
     iteration_weights : sequence of float, optional
         Relative ε of each iteration (default equal).
     sensitivity : "safe" or "paper"
@@ -1065,7 +1329,11 @@ class KMeans:
         Spark DataFrame ``labels_`` is None (use ``predict`` on in-memory points) and
         ``inertia_`` is summed per partition (equal across engines up to float rounding).
     n_iter_ : int
-        Iterations run (always ``n_iter``: stopping early would depend on the data).
+        Iterations run (the planned number: stopping early would depend on the data).
+    size_fraction_ : float
+        The q_size share of each iteration's ε that was used.
+    plan_ : KMeansPlan
+        Su et al.'s plan for this fit (``eps_m``, the rule in words).
     noisy_sizes_ : ndarray (n_iter, k)
         The released noisy cluster sizes (covered by the guarantee).
     sensitivity_ : dict
@@ -1087,12 +1355,12 @@ class KMeans:
         n_clusters: int = 8,
         epsilon: float = 1.0,
         policy: Any = None,
-        n_iter: int = 10,
-        init: str | ArrayLike = "random",
+        n_iter: int | str = "auto",
+        init: str | ArrayLike = "auto",
         rng: RandomSource | None = None,
         domain: Domain | None = None,
         clip: bool = False,
-        size_fraction: float = 0.5,
+        size_fraction: float | str = "auto",
         iteration_weights: Sequence[float] | None = None,
         sensitivity: str = "safe",
         min_cluster_size: float = 1.0,
@@ -1220,16 +1488,78 @@ class KMeans:
         codes = grid.encode(arr, self.clip)
         return grid.to_points(codes), codes
 
-    def _check(self, n: int, grid: KMeansGrid) -> tuple[int, int, list[float]]:
+    def _check(
+        self,
+        n: int,
+        grid: KMeansGrid,
+        eps: float,
+        s_size: float,
+        s_sum: float,
+        n_public: bool,
+        graph: SecretGraph,
+    ) -> tuple[int, int, list[float], float, KMeansPlan, float]:
         k = check_positive_int(self.n_clusters, "n_clusters", 1)
         if k > n:
             raise InvalidParameterError(
                 f"n_clusters={k} exceeds the number of points n={n}; use k <= n"
             )
-        iters = check_positive_int(self.n_iter, "n_iter", 1)
+        if isinstance(self.n_iter, str) and self.n_iter != "auto":
+            raise InvalidParameterError(
+                f"n_iter must be 'auto' (Su et al.'s rule from n, d, k and epsilon) or an "
+                f"integer >= 0, got {self.n_iter!r}"
+            )
+        fixed = (
+            None if isinstance(self.n_iter, str) else check_positive_int(self.n_iter, "n_iter", 0)
+        )
+        widths = grid.high - grid.low
+        grid_start = isinstance(self.init, str) and self.init == "auto" and n_public
+        init_share = 0.0
+        if grid_start:
+            # Su et al.'s hybrid: the EUGkM grid start, then DPLloyd updates when the rest of ε
+            # buys at least their minimum of 2 (else the grid start alone, with all of ε)
+            spec0 = eugkm_grid(n, eps, grid, graph)
+            init_share = GRID_INIT_SHARE if spec0.sensitivity > 0 else 0.0
+            plan = su_plan(n, k, widths, eps * (1 - init_share), s_size, s_sum)
+            if fixed is None:
+                ratio = eps * (1 - init_share) / plan.eps_m
+                if spec0.sensitivity == 0:  # exact block start: all of ε to the updates
+                    iters, how = plan.n_iter, "exact block start + "
+                elif ratio >= HYBRID_MIN_RATIO:
+                    iters = int(min(SU_MAX_ITER, max(SU_MIN_ITER, math.floor(ratio))))
+                    how = f"grid start (ε share {init_share:g}) + "
+                else:
+                    iters, init_share, how = 0, 1.0, "grid start with all of ε, "
+                plan = KMeansPlan(
+                    iters,
+                    plan.size_fraction,
+                    plan.eps_m,
+                    f"{how}{iters} updates (Su et al. 2016 hybrid: updates when the rest of "
+                    f"epsilon is at least {HYBRID_MIN_RATIO:g}·ε_m); " + plan.rule,
+                )
+            else:
+                iters = fixed
+                if iters == 0 and spec0.sensitivity > 0:
+                    init_share = 1.0
+        else:
+            plan = su_plan(n if n_public else None, k, widths, eps, s_size, s_sum)
+            iters = plan.n_iter if fixed is None else fixed
+            if iters == 0:
+                raise InvalidParameterError(
+                    "n_iter=0 releases only the start: use init='auto' (the private grid start, "
+                    "replace-one neighbours) or n_iter >= 1"
+                )
         sf = self.size_fraction
-        if isinstance(sf, bool) or not isinstance(sf, int | float) or not 0 < float(sf) < 1:
+        if isinstance(sf, str):
+            if sf != "auto":
+                raise InvalidParameterError(
+                    f"size_fraction must be 'auto' (Su et al.'s split) or a number in (0, 1), "
+                    f"got {sf!r}"
+                )
+            frac = plan.size_fraction
+        elif isinstance(sf, bool) or not isinstance(sf, int | float) or not 0 < float(sf) < 1:
             raise InvalidParameterError(f"size_fraction must be a number in (0, 1), got {sf!r}")
+        else:
+            frac = float(sf)
         if self.iteration_weights is None:
             weights = [1.0] * iters
         else:
@@ -1243,16 +1573,18 @@ class KMeans:
             raise InvalidParameterError(
                 f"min_cluster_size must be > 0, got {self.min_cluster_size!r}"
             )
-        return k, iters, weights
+        return k, iters, weights, frac, plan, init_share
 
     def _init_centers(self, grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
         if isinstance(self.init, str):
-            if self.init != "random":
+            if self.init not in ("auto", "spread", "random"):
                 raise InvalidParameterError(
-                    f"init must be 'random' (uniform in the domain, data-independent) or a (k, d) "
-                    f"array of public centres, got {self.init!r}"
+                    f"init must be 'auto' (a private coarse-grid start, Su et al.'s EUGkM), "
+                    f"'spread' (separated points over the domain) or 'random' (uniform in the "
+                    f"domain) — the last two data-independent — or a (k, d) array of public "
+                    f"centres, got {self.init!r}"
                 )
-            return random_init(grid, k, rng)
+            return random_init(grid, k, rng) if self.init == "random" else spread_init(grid, k, rng)
         c = np.asarray(self.init, dtype=np.float64)
         if c.shape != (k, grid.dim) or not np.all(np.isfinite(c)):
             raise InvalidParameterError(
@@ -1305,13 +1637,18 @@ class KMeans:
                 data, _PointCount(grid, bool(self.clip)), grid, eng, engine_options
             )
             n = int(np.asarray(counted["n"])[0])
-        k, iters, weights = self._check(n, grid)
-        total_w = sum(weights)
-        plans = [
-            IterationPlan.split(eps * w / total_w, s_size, s_sum, float(self.size_fraction))
-            for w in weights
-        ]
-        check_plan_epsilon(eps, plans, k, grid.dim)
+        n_public = _bottom_reach(graph, grid) < 0  # no ⊥: neighbours keep n, so n is public
+        k, iters, weights, frac, su, init_share = self._check(
+            n, grid, eps, s_size, s_sum, n_public, graph
+        )
+        eps_init = eps * init_share
+        eps_lloyd = eps - eps_init
+        total_w = sum(weights) if weights else 1.0
+        plans = [IterationPlan.split(eps_lloyd * w / total_w, s_size, s_sum, frac) for w in weights]
+        spec = None
+        if isinstance(self.init, str) and self.init == "auto" and n_public:
+            spec = eugkm_grid(n, eps_init if eps_init > 0 else eps, grid, graph)
+        check_plan_epsilon(eps, plans, k, grid.dim, spec, init_share)
         eps, source = start(
             eps,
             self.rng,
@@ -1320,9 +1657,21 @@ class KMeans:
             model=model,
             policy=label,
         )
-        init = self._init_centers(grid, k, source)
         rule = _cell_rule(graph, grid)
         encoded = kind == "memory"
+        self.init_ = "data-independent"
+        if spec is not None:
+            counted = partial_sums_checked(
+                data, _GridCounts(grid, spec, encoded, bool(self.clip)), grid, eng, engine_options
+            )
+            noisy = release_grid(np.asarray(counted["h"]), spec, eps_init, source)
+            start_c = weighted_kmeans(spec.points(grid), np.clip(noisy, 0, None), k, source)
+            if start_c is None:  # fewer than k bins look occupied: a public fallback
+                start_c = spread_init(grid, k, source)
+            init = np.clip(start_c, grid.low, grid.high)
+            self.init_ = f"private grid start ({spec.rule}, epsilon {eps_init:g})"
+        else:
+            init = self._init_centers(grid, k, source)
 
         def stats(c: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
             return cluster_stats(
@@ -1340,7 +1689,7 @@ class KMeans:
             None, init, iters, grid, None, plans, source, float(self.min_cluster_size), stats=stats
         )
         self.cluster_centers_ = centers
-        self.noisy_sizes_ = np.stack(history)
+        self.noisy_sizes_ = np.stack(history) if history else np.zeros((0, k))
         self.n_iter_ = iters
         self.n_features_in_ = grid.dim
         self.sensitivity_ = {"q_size": s_size, "q_sum": s_sum, "mode": mode}
@@ -1358,7 +1707,11 @@ class KMeans:
             fn = _Inertia(grid, centers, False, bool(self.clip))
             total = partial_sums_checked(data, fn, grid, eng, engine_options)
             self.inertia_ = float(np.asarray(total)[0])
-        self.guarantee_ = self._guarantee(eps, source, graph, plans, s_size, s_sum, iters, k)
+        self.plan_ = su
+        self.size_fraction_ = frac
+        self.guarantee_ = self._guarantee(
+            eps, source, graph, plans, s_size, s_sum, iters, k, frac, su, eps_init, spec
+        )
         return self
 
     def _guarantee(
@@ -1371,6 +1724,10 @@ class KMeans:
         s_sum: float,
         iters: int,
         k: int,
+        frac: float,
+        su: KMeansPlan,
+        eps_init: float = 0.0,
+        spec: GridSpec | None = None,
     ) -> Guarantee:
         blowfish = not (graph.kind == "full" and self.policy is None)
         params = {
@@ -1381,8 +1738,18 @@ class KMeans:
             "q_size_sensitivity": s_size,
             "q_sum_sensitivity": s_sum,
             "epsilon_per_iteration": [p.eps_size + p.eps_sum for p in plans],
-            "size_fraction": float(self.size_fraction),
-            "init": "random (public randomness)" if isinstance(self.init, str) else "user-supplied",
+            "size_fraction": frac,
+            "n_iter_rule": "auto: " + su.rule if self.n_iter == "auto" else "fixed by the user",
+            "size_fraction_rule": "auto (Su et al. 2016)"
+            if self.size_fraction == "auto"
+            else "fixed by the user",
+            "init": getattr(self, "init_", "user-supplied"),
+            "epsilon_init": eps_init,
+            **(
+                {"init_grid": spec.rule, "init_grid_sensitivity": spec.sensitivity}
+                if spec is not None
+                else {}
+            ),
             "assignment": "block by block" if graph.kind == "partition" else "nearest centre",
         }
         if self.sensitivity == "paper":
