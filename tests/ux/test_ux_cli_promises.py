@@ -118,6 +118,11 @@ def test_ldp_refuses_unknown_method_options(
             "--theta has no effect",
         ),
         (["ldp", "simulate", "--n", "500", "--report-epsilons", "1,2"], "without --report"),
+        (["release", "-a", "age", "-e", "1", "--engine", "duckdb"], "--engine has no effect"),
+        (["release", "--data", "x.csv", "--sql", "SELECT 1", "-a", "a:0..1", "-e", "1"],
+         "--data has no effect with --sql"),
+        (["graph", "count", "--graph", "karate", "-e", "1", "-k", "3"], "-k has no effect"),
+        (["report", "r.npz", "--engine", "duckdb"], "--engine has no effect without --data"),
         (["ldp", "simulate", "--data", "synthetic", "-a", "age:0..9"], "--attributes has no"),
     ],
 )  # fmt: skip

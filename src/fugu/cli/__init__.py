@@ -29,6 +29,7 @@ from ._common import (
     open_ledger,
     parse_where,
     quiet_requested,
+    refuse_unused,
     release_text,
     seed_source,
 )
@@ -188,6 +189,15 @@ def release(
         {"neighbours": "--neighbours"}
         | {k: _OPTION_FLAGS.get(k, f"-o {k}=...") for k in entry.options},
     )
+    ctx = click.get_current_context()
+    if sql:
+        refuse_unused(ctx, {"data": "--data"}, "with --sql (the query names its input)")
+    elif data == "adult":
+        refuse_unused(
+            ctx,
+            {"engine": "--engine", "spark_master": "--spark-master", "progress": "--progress"},
+            "with --data adult (the bundled data is counted in memory)",
+        )
     engine_options: dict[str, Any] = {}
     if spark_master:
         if engine != "spark":

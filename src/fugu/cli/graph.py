@@ -156,6 +156,11 @@ def register(cli: click.Group) -> None:
             refuse_unused(
                 ctx, {"degree_bound": "--degree-bound"}, f"with --mechanism {mechanism} (laplace)"
             )
+        if k is not None and pattern.strip().lower() in ("triangle", "edge"):
+            raise click.UsageError(
+                f"-k has no effect with --pattern {pattern} (it sizes k-star, k-triangle, path, "
+                f"cycle and k-clique)"
+            )
         if mechanism == "smooth" and (pattern != "triangle" or unit != "edge"):
             raise click.BadParameter(
                 f"the smooth-sensitivity baseline counts triangles under edge privacy, got "

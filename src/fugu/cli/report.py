@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import emit, is_tty, load_histogram, quiet_requested
+from ._common import emit, is_tty, load_histogram, quiet_requested, refuse_unused
 
 __all__ = ["register"]
 
@@ -71,7 +71,9 @@ def _truth_loader(data: str | None, engine: str | None, out_of_domain: str, sql:
 )
 @click.option("--title", help="Report title.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
 def report_cmd(
+    ctx: click.Context,
     releases: tuple[str, ...],
     out: str,
     data: str | None,
@@ -93,6 +95,12 @@ def report_cmd(
     from ..release import Release
     from ..report.release_report import write_release_report
 
+    if data is None and sql is None:
+        refuse_unused(
+            ctx,
+            {"engine": "--engine", "out_of_domain": "--out-of-domain"},
+            "without --data or --sql (they say how to read the true data)",
+        )
     loaded = [(click.format_filename(p), Release.load(p)) for p in releases]
     path = write_release_report(
         loaded,
