@@ -413,7 +413,6 @@ def protocol_from_header(header: Mapping[str, Any]) -> LDPProtocol:
 # -- validation, budget ---------------------------------------------------------------------------
 ON_INVALID = ("reject", "raise")
 BUDGET_MODEL = "local-dp"
-_BUDGET_ALIASES = ("local-dp", "ldp")
 
 #: The ε range every LDP method accepts. Below 1e-6 the float64 rounding of the randomisation
 #: probabilities (relative 1e-16) is no longer negligible against ε, and e^ε − 1 loses its digits;
@@ -464,25 +463,26 @@ def _check_on_invalid(on_invalid: object) -> str:
 
 
 def _charge_model(accountant: Accountant | None, epsilon: float, what: str) -> str:
-    """The model name to charge ``accountant`` with, after checking the spend fits (nothing is
-    spent yet)."""
+    """The model to charge ``accountant`` with (``"local-dp"``), after checking that the
+    accountant tracks local DP and that the spend fits (nothing is spent yet)."""
     if accountant is None:
         return BUDGET_MODEL
     from ..budget import Accountant as _Accountant
+    from ..budget import same_model
 
     if not isinstance(accountant, _Accountant):
         raise InvalidTypeError(
             f"accountant must be a fugu.Accountant, got {type(accountant).__name__}"
         )
     model = accountant.budget.model
-    if model not in _BUDGET_ALIASES:
+    if not same_model(model, BUDGET_MODEL):
         raise InvalidParameterError(
             f"this accountant tracks {model!r} budget; a local-DP release ({what}) cannot be "
             f"charged to it. Declare a separate one: fugu.Accountant(fugu.budget.Budget(total, "
             f"model={BUDGET_MODEL!r}))"
         )
     accountant.check(epsilon, f"{what} (local DP)")
-    return model
+    return BUDGET_MODEL
 
 
 _STATE = "state:"
@@ -665,9 +665,9 @@ class LDPProtocol:
             any rejected report raises :class:`~fugu.errors.ReportError` and nothing is
             released or charged.
         accountant : :class:`~fugu.Accountant`, optional
-            Charged ε once for this release, with model ``"local-dp"`` (an accountant declared
-            with the model ``"ldp"`` is charged under that name). The charge is checked before
-            any report is read and recorded when the release is made.
+            Charged ε once for this release, with model ``"local-dp"`` (the same model as the
+            CLI's ``"ldp"``). The charge is checked before any report is read and recorded when
+            the release is made.
 
         The reports' header (schema metadata of Arrow/Parquet, first line of JSON lines) is
         checked against this protocol: reports made with other parameters are refused.
