@@ -481,6 +481,12 @@ class Release:
                         )
             with np.load(p, allow_pickle=False) as z:
                 arrays = {k[2:]: z[k] for k in z.files if k.startswith("a_")}
+            for key, arr in arrays.items():
+                if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+                    raise bad(
+                        f"array {key!r} holds NaN or infinite values; fugu never writes those "
+                        "(noisy values are finite)"
+                    )
         except FileFormatError:
             raise
         except Exception as exc:  # zlib.error, BadZipFile, EOFError, an encrypted member, ...

@@ -270,3 +270,11 @@ def test_header_field_replaced_by_any_json(tmp_path: Path, good: Path, data: st.
 def test_every_failure_is_a_fugu_error(tmp_path: Path) -> None:
     assert issubclass(FileFormatError, FuguError)
     assert issubclass(FileFormatError, fugu.InvalidParameterError)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_arrays_refused(tmp_path: Path, good: Path, value: float) -> None:
+    header, arrays = _parts(good)
+    est = arrays["a_estimate"].copy()
+    est[1, 1] = value
+    _refused(_write(tmp_path / "nf.npz", header, {**arrays, "a_estimate": est}), "NaN or infinite")
