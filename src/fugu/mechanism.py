@@ -118,9 +118,16 @@ def start(
     *,
     model: str = "central-dp",
     policy: str | None = None,
+    sensitivity: float = 1.0,
+    splits: int = 1,
 ) -> tuple[float, RandomSource]:
-    """Validate ε, resolve the random source and charge the accountant (before touching data)."""
-    eps = check_epsilon(epsilon)
+    """Validate ε, resolve the random source and charge the accountant (before touching data).
+
+    ε is checked by :func:`check_epsilon_range` with ``sensitivity`` and ``splits`` (how many
+    parts the mechanism divides ε into), so a too-small ε is refused, naming the working range,
+    before anything is planned or spent.
+    """
+    eps = check_epsilon_range(epsilon, mechanism=what, sensitivity=sensitivity, splits=splits)
     source = default_source(rng)
     if accountant is not None:
         accountant.spend(eps, what, model=model, policy=policy)

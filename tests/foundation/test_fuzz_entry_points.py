@@ -130,6 +130,14 @@ def test_epsilon_floor_and_range_helper() -> None:
         check_epsilon_range(1e-9, mechanism="OLH", minimum=1e-6, why="OLH needs e^eps - 1 > 0")
     with pytest.raises(FuguError):
         check_epsilon_range(float("nan"), mechanism="m")
+    # the shared start() of every mechanism checks it before charging the accountant
+    from fugu.mechanism import start
+
+    acct = fugu.Accountant(1.0)
+    with pytest.raises(InvalidParameterError, match="too small for my tree"):
+        start(1e-13, None, acct, "my tree", sensitivity=4, splits=2**10)
+    assert acct.spent == 0
+    assert start(0.5, _rng(), acct, "x")[0] == 0.5 and acct.spent == 0.5
 
 
 CENTRAL: dict[str, Callable[[Any], Any]] = {
