@@ -253,3 +253,16 @@ def test_concurrent_cli_releases_never_overspend_and_all_are_recorded(tmp_path: 
     assert any("remains" in e for e in errs)
     acct = Accountant.load(led)
     assert len(acct.ledger) == 3 and acct.spent == pytest.approx(0.9)
+
+
+def test_a_bad_policy_spends_nothing_on_a_policy_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI charges a policy-tied Blowfish ledger itself: the policy must be valid first."""
+    led = tmp_path / "bf.json"
+    init = ["ledger", "init", str(led), "--total", "1", "--model", "blowfish", "--policy", "line"]
+    assert main(init) == 0
+    args = ["release", "-a", "age,sex", "-m", "blowfish-laplace", "--policy", "line", "-e", "0.5"]
+    code, _, err = run(capsys, *args, "--ledger", str(led))
+    assert code == 2 and "one-attribute domain" in err
+    assert spent(led) == 0

@@ -204,6 +204,10 @@ def release(
             raise click.UsageError("--spark-master needs --engine spark")
         engine_options["master"] = spark_master
     dom = load_domain(data, attributes, domain_file)
+    if entry.model == "blowfish" and policy:
+        from ..blowfish import parse_policy
+
+        parse_policy(policy, dom)  # a bad policy is refused before the ledger is touched
     progress = (progress or not quiet_requested(quiet)) and not quiet and not as_json
     if progress and data != "adult" and (engine or "numpy") == "numpy" and not sql:
         engine_options["progress"] = True
