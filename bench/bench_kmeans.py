@@ -16,7 +16,10 @@ Run ``python bench/bench_kmeans.py`` (full) or ``--quick``. It prints:
    The table is the mean objective ratio private / non-private Lloyd from the same start, for
    ε = 0.1 … 1.0, 10 iterations, k = 4, under Laplace (G^full), G^{d,θ}, G^attr and G^P, in the
    paper's calibration ("paper") and in fugu's valid one ("safe").
-3. Objective ratio against diffprivlib's KMeans at the same ε, if diffprivlib can be imported.
+3. Objective ratio against diffprivlib's KMeans at the same ε (rgb01, rgb10, synthetic; ε = 0.1,
+   0.5, 1), with fugu/diffprivlib ratios. diffprivlib is never imported here: it runs in the
+   peers' interpreter (/work/peers-venv, or $FUGU_PEERS_PYTHON) via ``python -c``; without it
+   that part is skipped with a message. ``--only-peers`` runs just this part.
 
 Install for the stand-in data: ``pip install bokeh_sampledata`` (scikit-learn ships the images).
 """
@@ -24,9 +27,7 @@ Install for the stand-in data: ``pip install bokeh_sampledata`` (scikit-learn sh
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-import types
 from typing import Any
 
 import numpy as np
@@ -227,86 +228,148 @@ def paper_experiment(quick: bool) -> dict[str, Any]:
 
 
 # -- 3. diffprivlib --------------------------------------------------------------------------------
-def load_diffprivlib() -> Any:
-    """diffprivlib's KMeans, or None. diffprivlib 0.6.6 imports a scikit-learn tree internal that
-    scikit-learn >= 1.9 removed, in its random-forest module only; we stub that one module."""
-    try:
-        from diffprivlib.models import KMeans as DplKMeans
+#: The peer runs in its own interpreter (diffprivlib is never a fugu dependency): this script is
+#: passed to ``python -c`` in /work/peers-venv (or $FUGU_PEERS_PYTHON). diffprivlib 0.6.6 imports
+#: a scikit-learn tree internal that newer scikit-learn removed, in its forest module only, so
+#: that one module is stubbed before the import.
+PEER_SCRIPT = """
+import json, sys, types, warnings
+import numpy as np
+stub = types.ModuleType("diffprivlib.models.forest")
+stub.RandomForestClassifier = stub.DecisionTreeClassifier = None
+sys.modules["diffprivlib.models.forest"] = stub
+from diffprivlib.models import KMeans
+warnings.simplefilter("ignore")
+args = json.loads(sys.argv[1])
+X = np.load(args["data"])
+bounds = (np.array(args["low"]), np.array(args["high"]))
+out = {}
+for eps in args["eps"]:
+    objs, iters = [], []
+    for s in range(args["reps"]):
+        m = KMeans(n_clusters=args["k"], epsilon=eps, bounds=bounds, random_state=s).fit(X)
+        c = m.cluster_centers_
+        d2 = np.min(((X[:, None, :] - c[None]) ** 2).sum(axis=2), axis=1)
+        objs.append(float(d2.sum()))
+        iters.append(int(m.n_iter_))
+    out[str(eps)] = {"objectives": objs, "iters": iters}
+print(json.dumps(out))
+"""
 
-        return DplKMeans
-    except ImportError:
-        pass
-    except Exception:  # noqa: BLE001
+
+def peer_python() -> str | None:
+    """The interpreter of the peers' venv, if it can import diffprivlib."""
+    import os
+    import subprocess
+
+    exe = os.environ.get("FUGU_PEERS_PYTHON", "/work/peers-venv/bin/python")
+    if not os.path.exists(exe):
         return None
-    for mod in [m for m in sys.modules if m.startswith("diffprivlib")]:
-        del sys.modules[mod]
-    stub = types.ModuleType("diffprivlib.models.forest")
-    stub.RandomForestClassifier = stub.DecisionTreeClassifier = None  # type: ignore[attr-defined]
-    sys.modules["diffprivlib.models.forest"] = stub
-    try:
-        from diffprivlib.models import KMeans as DplKMeans
-
-        return DplKMeans
-    except Exception:  # noqa: BLE001
-        return None
+    probe = "import importlib.util as u, sys; sys.exit(u.find_spec('diffprivlib') is None)"
+    ok = subprocess.run([exe, "-c", probe], capture_output=True).returncode == 0
+    return exe if ok else None
 
 
-def bench_diffprivlib(quick: bool) -> None:
-    Dpl = load_diffprivlib()
-    print("\n== objective ratio vs diffprivlib KMeans (eps-DP, k=4) ==")
-    if Dpl is None:
-        print(
-            "diffprivlib is not importable here: skipped (pip install diffprivlib; it needs "
-            "scikit-learn <= 1.8)"
+def run_diffprivlib(
+    exe: str,
+    pts: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    k: int,
+    eps: list[float],
+    reps: int,
+) -> dict[str, Any]:
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/points.npy"
+        np.save(path, pts)
+        args = {
+            "data": path,
+            "eps": eps,
+            "reps": reps,
+            "k": k,
+            "low": low.tolist(),
+            "high": high.tolist(),
+        }
+        out = subprocess.run(
+            [exe, "-c", PEER_SCRIPT, json.dumps(args)], capture_output=True, text=True, check=True
         )
-        return
+    return json.loads(out.stdout)
+
+
+def bench_diffprivlib(quick: bool) -> dict[str, Any]:
+    """fugu's ε-DP k-means (defaults) vs diffprivlib's KMeans on the same points, same ε, same
+    k, same bounds; objective ratios against scikit-learn's k-means++ (10 starts)."""
+    print("\n== objective ratio vs diffprivlib KMeans (eps-DP, k=4) ==")
+    exe = peer_python()
+    if exe is None:
+        print(
+            "diffprivlib is not available: skipped. Create the peers' venv "
+            "(python3 -m venv /work/peers-venv && /work/peers-venv/bin/pip install diffprivlib) "
+            "or set FUGU_PEERS_PYTHON to an interpreter that has it."
+        )
+        return {}
     from sklearn.cluster import KMeans as SkKMeans
 
     rgb, rdom = rgb_pixels()
-    rgb01 = rgb[np.random.default_rng(1).permutation(len(rgb))[: len(rgb) // 100]]
+    perm = np.random.default_rng(1).permutation(len(rgb))
+    rgb01, rgb10 = rgb[perm[: len(rgb) // 100]], rgb[perm[: len(rgb) // 10]]
     syn, sdom = synthetic()
     reps = 3 if quick else 20
+    eps_grid = [0.1, 0.5, 1.0]
+    sets = [("rgb01", rgb01, rdom), ("synthetic", syn, sdom)]
+    if not quick:
+        sets.insert(1, ("rgb10", rgb10, rdom))
     print(
-        "ratio = objective / objective(scikit-learn k-means++, 10 starts); mean over "
-        f"{reps} runs. diffprivlib uses add/remove neighbours (sensitivity of counts 1),"
+        f"ratio = mean objective over {reps} seeds / objective of scikit-learn k-means++ "
+        "(10 starts, non-private). fugu: defaults (replace-one neighbours: counts sensitivity 2,"
     )
-    print("fugu replace-one neighbours (counts 2): at equal eps fugu protects more.")
     print(
-        "fugu-dpl: fugu with diffprivlib's iteration count (its rule, 2 to 7) and 2*eps, i.e. the"
+        "sums d(T)); diffprivlib: add/remove neighbours (counts 1), a weaker guarantee at equal "
+        "eps. fugu-paper: fugu with the paper's settings (10 updates, equal split, uniform start)."
     )
-    print("same noise scale as add/remove neighbours at eps (not the same guarantee).")
-    print(f"{'data':<12} {'eps':>5} {'fugu':>10} {'fugu-dpl':>10} {'diffprivlib':>12}")
-    for name, X, dom in (("rgb01", rgb01, rdom), ("synthetic", syn, sdom)):
+    print(
+        f"{'data':<10} {'n':>7} {'eps':>5} {'fugu':>8} {'fugu-paper':>11} {'diffprivlib':>12} "
+        f"{'fugu/dpl':>9}  fugu plan"
+    )
+    table: dict[str, Any] = {}
+    for name, X, dom in sets:
         grid = KMeansGrid.from_domain(dom)
         pts = grid.to_points(grid.encode(X, clip=True))
         best = kmeans_objective(
             pts, SkKMeans(4, n_init=10, random_state=0).fit(pts).cluster_centers_
         )
-        for eps in (0.1, 0.5, 1.0):
-            f, g, d = [], [], []
+        dpl = run_diffprivlib(exe, pts, grid.low, grid.high, 4, eps_grid, reps)
+        for eps in eps_grid:
+            f, old, plan = [], [], ""
             for s in range(reps):
-                f.append(
-                    KMeans(4, eps, domain=dom, clip=True, rng=fugu.RandomSource(seed=s))
-                    .fit(X)
-                    .inertia_
-                )
-                m = Dpl(
-                    n_clusters=4, epsilon=eps, bounds=(grid.low, grid.high), random_state=s
-                ).fit(pts)
-                d.append(kmeans_objective(pts, m.cluster_centers_))
-                km = KMeans(
+                km = KMeans(4, eps, domain=dom, clip=True, rng=fugu.RandomSource(seed=s)).fit(X)
+                f.append(km.inertia_)
+                plan = f"{km.n_iter_} updates, start: {km.init_.split(' (')[0]}"
+                paper = KMeans(
                     4,
-                    2 * eps,
+                    eps,
                     domain=dom,
                     clip=True,
-                    n_iter=int(m.n_iter_),
+                    n_iter=10,
+                    size_fraction=0.5,
+                    init="random",
                     rng=fugu.RandomSource(seed=s),
                 )
-                g.append(km.fit(X).inertia_)
+                old.append(paper.fit(X).inertia_)
+            d = dpl[str(eps)]["objectives"]
+            rf, ro, rd = np.mean(f) / best, np.mean(old) / best, np.mean(d) / best
+            table[f"{name}/{eps}"] = {"fugu": rf, "fugu_paper": ro, "diffprivlib": rd}
             print(
-                f"{name:<12} {eps:>5g} {np.mean(f) / best:>10.2f} {np.mean(g) / best:>10.2f} "
-                f"{np.mean(d) / best:>12.2f}"
+                f"{name:<10} {len(X):>7,} {eps:>5g} {rf:>8.2f} {ro:>11.2f} {rd:>12.2f} "
+                f"{rf / rd:>9.2f}  {plan}"
             )
+    worst = max(v["fugu"] / v["diffprivlib"] for v in table.values())
+    print(f"largest fugu/diffprivlib ratio: {worst:.2f} (target: <= 1 at every eps)")
+    return table
 
 
 def main() -> None:
@@ -315,7 +378,11 @@ def main() -> None:
     ap.add_argument(
         "--skip-paper", action="store_true", help="only the timing and diffprivlib parts"
     )
+    ap.add_argument("--only-peers", action="store_true", help="only the diffprivlib comparison")
     args = ap.parse_args()
+    if args.only_peers:
+        bench_diffprivlib(args.quick)
+        return
     bench_fit_time(3 if args.quick else 5)
     if not args.skip_paper:
         paper_experiment(args.quick)
