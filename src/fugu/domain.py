@@ -374,8 +374,16 @@ class Ordinal:
                     f"attribute {self.name!r}: {int(nan.sum())} of {arr.size} values are NaN/None; "
                     f"impute or remove them before counting (fugu never drops them silently)"
                 )
-        if self.edges is None and arr.dtype.kind in "iu" and arr.size:
-            # Fast path: integer column already inside the range (two reductions, one subtraction).
+        if self.edges is None and arr.dtype.kind == "i" and arr.size:
+            # Fast path: signed integer column already inside the range. Shifted to start at 0
+            # and viewed as unsigned, values below low wrap to huge numbers, so one max() checks
+            # both ends (exact: |v - low| < 2^64 for int64 v and low).
+            wide = arr.astype(np.int64, copy=False)
+            codes = wide if self.low == 0 else wide - np.int64(self.low)
+            if int(codes.view(np.uint64).max()) <= int(self.high) - self.low:  # type: ignore[arg-type]
+                return codes
+        elif self.edges is None and arr.dtype.kind == "u" and arr.size:
+            # Unsigned column inside the range (two reductions, one subtraction).
             if int(arr.min()) >= self.low and int(arr.max()) <= int(self.high):  # type: ignore[arg-type]
                 if self.low == 0:
                     return arr.astype(np.int64, copy=False)

@@ -3,16 +3,26 @@
 fugu never adds floating-point Laplace noise to private data (Mironov 2012 showed that the low bits
 of ``x + Lap(b)`` computed in floating point reveal ``x``). Instead:
 
-* integer-valued measurements (counts) get **exact discrete Laplace** (two-sided geometric) noise
-  sampled with integer arithmetic only, following Canonne, Kamath and Steinke, "The Discrete
-  Gaussian for Differential Privacy" (NeurIPS 2020), Algorithms 1 and 2;
+* integer-valued measurements (counts) get **exact discrete Laplace** (two-sided geometric)
+  noise: every outcome is decided by comparing random words with exact integers, so the sampled
+  distribution is the discrete Laplace distribution itself, not a floating-point approximation;
 * real-valued measurements are rounded to a public power-of-two grid and get discrete Laplace
   noise on that grid, with the sensitivity increased by the rounding slack (the approach of
   Google's "Secure Noise Generation" note); see :func:`grid_laplace`.
 
-Random bits come from the operating system's CSPRNG (``os.urandom``) in bulk. A seeded
-:class:`RandomSource` exists for reproducible tests and experiments; releases made with it are
-marked as not private.
+Two exact samplers draw the same distribution: a **table sampler** (the default for groups of
+256+ samples) inverts one 32-bit random word per table through a 2^16-cell lookup — |X| is 0 or
+``1 + 2^e·T + L`` with T and the digits of L independent, each from its own table — and settles
+the rare words that tie with a table entry (probability 2^-32 each) by drawing more bits and
+comparing with the exact value to as many bits as needed; and the **reference sampler**
+(Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020,
+Algorithms 1 and 2, vectorised) for small groups and many distinct scales. Tables are built once
+per scale (0.5-50 ms) and cached. See ``docs/randomness.md``.
+
+Random bits: AES-256-CTR keyed from the operating system's CSPRNG (``os.urandom``), one stream
+per thread, re-keyed every 2^30 bytes and in every forked child; words are encrypted in bulk
+straight into numpy arrays. A seeded :class:`RandomSource` (numpy's PCG64) exists for
+reproducible tests and experiments; releases made with it are marked as not private.
 
 Example
 -------
@@ -800,8 +810,12 @@ def discrete_laplace(
     """Exact samples of the discrete Laplace distribution, P(k) ∝ exp(-|k| / scale).
 
     The scale is first rounded *up* to a rational t/s (s a power of two, relative change below
-    2**-20), so the realised noise is never smaller than asked. Sampling uses integer arithmetic
-    only (Canonne, Kamath, Steinke 2020, Algorithm 2, vectorised over the array).
+    2**-20), so the realised noise is never smaller than asked. Sampling is exact: groups of at
+    least 256 samples at one scale (8192 above scale 2^12) use the table sampler (one 32-bit
+    random word per table and sample, outcomes decided against exact integer thresholds, ties
+    settled with more random bits), smaller groups the reference sampler (Canonne, Kamath,
+    Steinke 2020, Algorithm 2, vectorised). Both draw the same distribution; seeded, they give
+    different numbers, and which one runs depends only on the scales and the group sizes.
 
     Parameters
     ----------

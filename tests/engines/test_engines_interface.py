@@ -330,3 +330,19 @@ def test_ldp_adapter_hdg_identical_and_counts_rejections(engine: str) -> None:
     assert n_ok == 5_999 and rejected == {"out of range": 1}
     rel = proto.aggregator().add_partial(state, n_ok, rejected).estimate()
     assert rel.guarantee.parameters["n_reports"] == 5_999
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+def test_one_pass_range_check_refuses_every_out_of_range_integer(dtype: Any) -> None:
+    """The numpy engine's in-range fast path checks both ends with one max() of the shifted
+    codes viewed as unsigned; values that wrap around (the dtype's extremes) are refused too,
+    and in-range columns count exactly."""
+    info = np.iinfo(dtype)
+    for low, high in ((0, 9), (-5, 10), (3, 7)):
+        dom = fugu.Domain([fugu.Ordinal("x", low, high)])
+        good = np.arange(low, high + 1).astype(dtype)
+        assert histogram_counts({"x": good}, dom).tolist() == [1] * (high - low + 1)
+        for bad in (low - 1, high + 1, info.min, info.max, info.min + 1):
+            col = np.array([low, bad, high], dtype=dtype)
+            with pytest.raises(fugu.DomainError):
+                histogram_counts({"x": col}, dom)

@@ -21,6 +21,8 @@ def bincount_chunked(
     >>> bincount_chunked(np.array([0, 2, 2]), 4).tolist()
     [1, 0, 2, 0]
     """
+    if weights is None and flat.size <= chunk:  # one chunk: no accumulator, no extra pass
+        return np.bincount(flat, minlength=size).astype(np.int64, copy=False)
     out = np.zeros(size, dtype=np.int64)
     for start in range(0, flat.size, chunk):
         part = flat[start : start + chunk]
