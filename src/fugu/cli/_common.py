@@ -399,19 +399,44 @@ def is_tty() -> bool:
 
 # -- releases: what a command prints when it does not save -----------------------------------------
 def accountant_for(acct: Any, epsilon: float, what: str, model: str, policy: str | None) -> Any:
-    """The accountant a mechanism should charge, or None after charging it here.
+    """The accountant to hand to a mechanism for a ledger opened by :func:`open_ledger`.
 
     A Blowfish ledger made with ``fugu ledger init --policy SPEC`` records the policy as the user
-    wrote it, which :func:`fugu.budget.ledger_file` has already compared with ``--policy``; the
-    Python mechanisms name a policy with a digest of its domain, so the CLI charges such a ledger
-    itself (same ε, same model) instead of passing it down.
+    wrote it, and :func:`fugu.budget.ledger_file` has already compared it with ``--policy``; the
+    Python mechanisms name a policy with a digest of its domain. For such a ledger the mechanism
+    gets a view of the same ledger that takes its charge under the checked spec, so the charge
+    still happens where the mechanism makes it (after its own checks, before the data).
+    ``epsilon`` and ``what`` are kept for the signature's callers.
     """
+    del epsilon, what
     if acct is None:
         return None
     if policy is not None and acct.budget.policy is not None:
-        acct.spend(epsilon, what, model=model)
-        return None
+        return _SpecPolicyAccountant(acct.total, acct.ledger)  # shares the ledger list
     return acct
+
+
+def _spec_policy_accountant_class() -> Any:
+    from ..budget import Accountant
+
+    class SpecPolicyAccountant(Accountant):
+        """An accountant whose policy was checked by name when the ledger was opened."""
+
+        def spend(
+            self,
+            epsilon: float,
+            what: str,
+            *,
+            model: str | None = None,
+            policy: str | None = None,
+        ) -> None:
+            super().spend(epsilon, what, model=model)
+
+    return SpecPolicyAccountant
+
+
+def _SpecPolicyAccountant(total: Any, ledger: Any) -> Any:  # noqa: N802 - acts as a class
+    return _spec_policy_accountant_class()(total, ledger)
 
 
 def ledger_line(path: str | None) -> str:
