@@ -34,18 +34,25 @@ def _batch(h: fugu.Histogram, n: int) -> fugu.Histogram:
     return fugu.Histogram(np.broadcast_to(h.counts, (n, *h.domain.shape)).copy(), bdom)
 
 
-def _tree_llr(h1: fugu.Histogram, h2: fugu.Histogram) -> Callable[[np.ndarray], np.ndarray]:
+def _tree_llr(
+    h1: fugu.Histogram, h2: fugu.Histogram, shares: tuple[float, ...] = (0.0, 0.5, 0.5)
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Exact log-likelihood ratio of the measured nodes (binary tree on 4 cells): each level's
+    term is weighted by its budget share (noise scale δ/(ε p_k)); the root (share 0) is not
+    measured and drops out."""
     t1 = np.concatenate(build_tree(h1.counts.astype(float), 2))
     t2 = np.concatenate(build_tree(h2.counts.astype(float), 2))
-    return lambda y: (np.abs(y - t2) - np.abs(y - t1)).sum(axis=1)
+    w = np.concatenate([np.full(2**k, p) for k, p in enumerate(shares)])
+    return lambda y: ((np.abs(y - t2) - np.abs(y - t1)) * w).sum(axis=1)
 
 
-def _hier(neighbours: str, consistency: bool) -> Callable[..., Any]:
+def _hier(neighbours: str, consistency: bool, budget: object = "uniform") -> Callable[..., Any]:
     def run(h: fugu.Histogram, rng: fugu.RandomSource, n: int) -> np.ndarray:
         rel = fugu.central.hierarchical(
             _batch(h, n),
             1.0,
             branching=2,
+            budget=budget,  # type: ignore[arg-type]
             flat=["batch"],
             consistency=consistency,
             neighbours=neighbours,
@@ -69,8 +76,50 @@ def test_hierarchical_measurements_pass_audit() -> None:
     assert res.passed, str(res)
 
 
+def test_hierarchical_unequal_shares_pass_audit() -> None:
+    """A non-uniform split below the root (leaves get 3/4 of ε): scale δ/(ε p_k) per level."""
+    shares = (0.0, 0.25, 0.75)
+    res = audit(
+        _hier("replace", False, budget=[1, 3]),
+        D1,
+        D2,
+        1.0,
+        n_runs=N_RUNS,
+        vectorised=True,
+        statistic=_tree_llr(D1, D2, shares),
+    )
+    assert res.passed, str(res)
+
+
+def test_hierarchical_optimised_plan_passes_audit() -> None:
+    """The default plan (shares chosen by the expected error) on the same pair."""
+    from fugu.central.hierarchical import plan_trees
+
+    trees, info = plan_trees(
+        _batch(D1, 10).domain, branching=[None, 2], flat=["batch"], neighbours="replace"
+    )
+    shares = trees[1].p
+    assert shares[0] == 0.0 and len(shares) == 3
+
+    def run(h: fugu.Histogram, rng: fugu.RandomSource, n: int) -> np.ndarray:
+        rel = fugu.central.hierarchical(
+            _batch(h, n), 1.0, branching=[2, 2], flat=["batch"], consistency=False, rng=rng
+        )
+        assert rel.guarantee.parameters["level_shares"][1] == list(shares)
+        return rel.tree
+
+    res = audit(
+        run, D1, D2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=_tree_llr(D1, D2, shares)
+    )
+    assert res.passed, str(res)
+
+
+D3 = fugu.Histogram(np.array([3, 0, 0, 1]), DOM)  # D1 plus one record (add/remove neighbour)
+
+
 def test_hierarchical_consistent_release_passes_audit() -> None:
-    res = audit(_hier("replace", True), D1, D2, 1.0, n_runs=N_RUNS, vectorised=True)
+    """The least-squares release under add/remove (no public total couples the batch rows)."""
+    res = audit(_hier("add-remove", True), D1, D3, 1.0, n_runs=N_RUNS, vectorised=True)
     assert res.passed, str(res)
 
 
@@ -149,3 +198,61 @@ def test_privelet_plus_with_nominal_axis_passes_audit() -> None:
 
     res = audit(run, h1, h2, 1.0, n_runs=N_RUNS, vectorised=True)
     assert res.passed, str(res)
+
+
+def _base_public(sens_factor: float) -> Callable[..., Any]:
+    """Privelet's coefficient noise with the public base coefficient (replace-one, 1-D Haar on
+    4 cells: ρ = 3, sensitivity 2(ρ − 1) = 4), vectorised: one row per release, through the
+    same function privelet() uses."""
+    from fugu.central.privelet import noise_coefficients
+
+    t = wavelets.HaarTransform(4)
+
+    def run(h: fugu.Histogram, rng: fugu.RandomSource, n: int) -> np.ndarray:
+        coef = np.ascontiguousarray(
+            np.broadcast_to(t.forward(h.counts.astype(float)) * t.weights, (n, 4))
+        )
+        base = np.arange(n) * 4  # each row's base coefficient: public, kept exact
+        noise_coefficients(coef, sens_factor * 2 * (t.P - 1), 1.0, rng, 2 * t.max_changed, base)
+        assert np.all(coef[:, 0] == coef[0, 0])
+        return coef
+
+    return run
+
+
+def _weighted_llr(h1: fugu.Histogram, h2: fugu.Histogram) -> Callable[[np.ndarray], np.ndarray]:
+    t = wavelets.HaarTransform(4)
+    c1 = t.forward(h1.counts.astype(float)) * t.weights
+    c2 = t.forward(h2.counts.astype(float)) * t.weights
+    return lambda y: (np.abs(y - c2) - np.abs(y - c1)).sum(axis=1)
+
+
+def test_privelet_public_base_passes_audit() -> None:
+    """Replace-one: the base coefficient (n/m) is the same in D1 and D2 and is released
+    exactly; the other coefficients with sensitivity 2(ρ − 1) = 4 (not 6) are ε-DP."""
+    rel = fugu.central.privelet(D1, 1.0, plain=None, rng=fugu.RandomSource(seed=0))
+    assert rel.guarantee.sensitivity == 4.0 and rel.counts.sum() == pytest.approx(3.0)
+    res = audit(
+        _base_public(1.0),
+        D1,
+        D2,
+        1.0,
+        n_runs=N_RUNS,
+        vectorised=True,
+        statistic=_weighted_llr(D1, D2),
+    )
+    assert res.passed, str(res)
+
+
+def test_privelet_public_base_underestimated_fails_audit() -> None:
+    """Half that sensitivity (ρ − 1) on the same replace pair is caught: true ε = 2."""
+    res = audit(
+        _base_public(0.5),
+        D1,
+        D2,
+        1.0,
+        n_runs=N_RUNS,
+        vectorised=True,
+        statistic=_weighted_llr(D1, D2),
+    )
+    assert not res.passed, str(res)

@@ -20,20 +20,26 @@ def _rng(seed: int = 0) -> fugu.RandomSource:
 
 
 def test_epsilon_is_stated_exactly() -> None:
-    """λ·ε = effective sensitivity = δ·ρ plus a rounding slack of at most 2⁻¹⁰ of it."""
+    """λ·ε = effective sensitivity = 2(ρ − 1) (replace-one: the base coefficient is the public
+    total) or ρ (add/remove), plus a rounding slack of at most 2⁻¹⁰ of it."""
     dom = fugu.Domain([fugu.Ordinal("x", 0, 99), fugu.Nominal("g", ["a", "b", "c"])])
     hist = fugu.Histogram(np.arange(300).reshape(100, 3), dom)
     rel = privelet(hist, 0.5, plain=None, rng=_rng())
     p = rel.guarantee.parameters
     rho = (1 + 7) * 2  # Haar over 128 padded cells, a flat hierarchy of height 2
     assert p["generalized_sensitivity"] == rho
-    assert rel.guarantee.sensitivity == 2 * rho
-    assert 2 * rho <= p["effective_sensitivity"] <= 2 * rho * (1 + 2**-10)
+    assert rel.guarantee.sensitivity == 2 * (rho - 1)
+    assert p["base_coefficient"].startswith("public total")
+    assert 2 * (rho - 1) <= p["effective_sensitivity"] <= 2 * (rho - 1) * (1 + 2**-10)
     assert rel.lam == pytest.approx(p["effective_sensitivity"] / 0.5)
     assert rel.guarantee.epsilon == 0.5 and rel.guarantee.mechanism == "privelet"
     assert p["padding"] == {"x": 128}
     add = privelet(hist, 0.5, plain=None, neighbours="add-remove", rng=_rng())
     assert add.guarantee.sensitivity == rho
+    assert add.guarantee.parameters["base_coefficient"] == "noised"
+    # with a plain attribute the base coefficients are per-value marginals: all noised
+    plus = privelet(hist, 0.5, plain=["g"], rng=_rng())
+    assert plus.guarantee.sensitivity == 2 * 8
 
 
 def test_exact_release_is_unbiased_and_finite() -> None:
@@ -121,7 +127,7 @@ def test_adult_privelet_plus_beats_privelet_and_basic_at_high_coverage() -> None
     age and sex in S_A, 2,000 random 1–4 predicate queries grouped by coverage quintile.
 
     The comparison uses the exact analytic errors (deterministic); a measured check over 4
-    releases confirms them (square error within 35%: 4 releases × 400 correlated queries per
+    releases confirms them (square error within 35%: 8 releases × 400 correlated queries per
     quintile). On Adult's small domain Basic stays better below the top coverage quintile — see
     docs/central.md; the paper's census domains are 100x larger.
     """
@@ -144,7 +150,7 @@ def test_adult_privelet_plus_beats_privelet_and_basic_at_high_coverage() -> None
     se = np.mean(
         [
             (privelet(hist, 1.0, plain=["age", "sex"], rng=_rng(s)).answer_many(w) - truth) ** 2
-            for s in range(4)
+            for s in range(8)
         ],
         axis=0,
     )

@@ -50,11 +50,19 @@ def test_laplace_prediction_equals_release_expected_error() -> None:
 
 def test_recommendation_follows_the_domain() -> None:
     small = fugu.Domain([fugu.Ordinal("x", 0, 7)])
-    assert recommend(small, random_workload(small, 100, seed=0), 1.0).best == "laplace"
+    w_small = random_workload(small, 100, seed=0)
+    # add/remove: on 8 cells the best plan is no tree at all, i.e. Laplace itself
+    ar = recommend(small, w_small, 1.0, neighbours="add-remove")
+    assert ar.rmse["hierarchical"] == pytest.approx(ar.rmse["laplace"])
+    assert ar.options["hierarchical"]["branching"] == [8]
+    assert ar.rmse["privelet"] > ar.rmse["laplace"]
+    # replace-one: the same cells plus the public total, strictly better than Laplace
+    rep = recommend(small, w_small, 1.0)
+    assert rep.best == "hierarchical" and rep.rmse["hierarchical"] < rep.rmse["laplace"]
     big = fugu.Domain([fugu.Ordinal("x", 0, 65535)])
     rec = recommend(big, random_workload(big, 300, seed=0), 1.0)
     assert rec.best == "hierarchical" and rec.rmse["laplace"] > 5 * rec.rmse["hierarchical"]
-    assert rec.options["hierarchical"] == {"branching": [16]}
+    assert rec.options["hierarchical"]["level_shares"][0][0] == 0.0
     with pytest.raises(InvalidParameterError, match="unknown mechanism"):
         predict_errors(big, random_workload(big, 3, seed=0), 1.0, mechanisms=["magic"])
     with pytest.raises(InvalidParameterError, match="epsilon"):

@@ -135,3 +135,62 @@ def test_bad_fanout_and_shapes() -> None:
         consistent_tree([np.ones(1), np.ones(3)], 2)
     with pytest.raises(InvalidParameterError, match="leaf level"):
         consistent_tree([np.ones(1), np.ones(2)], 2, [1.0, np.inf])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    b=st.integers(2, 5),
+    h=st.integers(1, 3),
+    seed=st.integers(0, 2**31),
+    drop_root=st.booleans(),
+    drop_middle=st.booleans(),
+)
+def test_range_variance_closed_form_equals_two_pass(
+    b: int, h: int, seed: int, drop_root: bool, drop_middle: bool
+) -> None:
+    """The O(h) closed form equals wᵀ(AᵀΣ⁻¹A)⁻¹w from the two-pass algorithm on 0/1 rows."""
+    from fugu.inference.tree import range_variance
+
+    rng = np.random.default_rng(seed)
+    n = b**h
+    v = rng.uniform(0.2, 5.0, size=h + 1)
+    if drop_root:
+        v[0] = np.inf
+    if drop_middle and h >= 2:
+        v[1] = np.inf
+    lo = rng.integers(0, n, size=30)
+    hi = np.minimum(n, lo + rng.integers(1, n + 1, size=30))
+    closed = range_variance(lo, hi, b, v)
+    dense = consistent_variance(range_weights(lo, hi, n), b, v)
+    np.testing.assert_allclose(closed, dense, rtol=1e-10)
+
+
+def test_level_square_sums_known_answer() -> None:
+    from fugu.inference.tree import level_square_sums
+
+    s = level_square_sums(np.array([1, 0]), np.array([7, 8]), 2, 3)
+    # [1,7) on 8 leaves: depth 0: 6² ; depth 1: 3² + 3²; depth 2: 1+4+4+1; leaves: 6
+    np.testing.assert_array_equal(s, [[36, 18, 10, 6], [64, 32, 16, 8]])
+
+
+def test_canonical_runs_without_the_root() -> None:
+    """top=1: the full range is answered from the level-1 nodes, never the root."""
+    runs = canonical_runs(np.array([0, 2]), np.array([8, 8]), 2, 3, top=1)
+    ls, le, rs, re = runs[0]
+    assert int(le[0] - ls[0] + re[0] - rs[0]) == 0  # no root node used
+    ls, le, rs, re = runs[1]
+    assert int(le[0] - ls[0] + re[0] - rs[0]) == 2  # both depth-1 nodes
+    levels = build_tree(np.arange(8.0), 2)
+    levels[0] = np.array([1e9])  # a root that must not be used
+    from fugu.inference.tree import canonical_answer
+
+    # canonical_answer uses top=0; check the runs cover the same leaves instead
+    cover = np.zeros(8)
+    for k, (a, c, d, e) in enumerate(runs):
+        w = 2 ** (3 - k)
+        for s0, s1 in ((a[1], c[1]), (d[1], e[1])):
+            cover[int(s0) * w : int(s1) * w] += 1
+    np.testing.assert_array_equal(cover, [0, 0, 1, 1, 1, 1, 1, 1])
+    assert float(canonical_answer(levels[:], np.array([2]), np.array([8]), 2)[0]) == 27.0
+    with pytest.raises(InvalidParameterError, match="top"):
+        canonical_runs(np.array([0]), np.array([8]), 2, 3, top=4)

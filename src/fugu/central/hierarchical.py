@@ -1,40 +1,61 @@
 """The hierarchical mechanism with constrained inference (Hay et al.; Qardaji et al.'s branching).
 
 Privacy model: central ε-differential privacy. Neighbours: replace one record (default; every
-tree level then changes by 2 in L1) or add/remove one record (1 per level).
+tree level then changes by δ = 2 in L1) or add/remove one record (δ = 1).
 
 Source: Hay, Rastogi, Miklau, Suciu, "Boosting the Accuracy of Differentially Private Histograms
 Through Consistency", VLDB 2010 (hierarchical query H, Theorem 3's two-pass least squares);
 Qardaji, Yang, Li, "Understanding Hierarchical Methods for Differentially Private Histograms",
-VLDB 2013 (the branching rule, Eq. 3); geometric budgets from Cormode, Procopiuc, Srivastava,
-Shen, Yu, "Differentially Private Spatial Decompositions", ICDE 2012. Restated in
-``specs/blowfish_privelet_hierarchical.md`` §C.
+VLDB 2013 (the branching rule, Eq. 3, and not measuring the root); geometric budgets from
+Cormode, Procopiuc, Srivastava, Shen, Yu, "Differentially Private Spatial Decompositions", ICDE
+2012. Restated in ``specs/blowfish_privelet_hierarchical.md`` §C.
 
 Mechanism. Along each attribute, a complete b-ary tree over the attribute's codes (leaves padded
 with zero cells up to b^h; nominal attributes use their code order, in which every hierarchy node
 is an interval). A d-dimensional cube uses the **product hierarchy**: one node for every
 combination of one tree node per axis (Qardaji et al.'s HB for d = 2, generalised), i.e. the
-Kronecker product of the per-axis tree matrices. Every node count is an integer and gets exact
-discrete Laplace noise.
+Kronecker product of the per-axis tree matrices. **The root level of every axis is never
+measured** (a node combination with a root on some axis is a marginal that the finer levels
+determine; measuring it spends budget for little information). Every measured node count is an
+integer and gets exact discrete Laplace noise.
 
-Sensitivity. A record lies in exactly one node of every combination of levels (k_1, …, k_d), so
-with budget shares p_i(k) per level (Σ_k p_i(k) = 1 on every axis) the node combination gets
-ε·Π_i p_i(k_i) and noise scale δ/(ε Π_i p_i(k_i)) (δ = 2 replace, 1 add/remove): the privacy
-losses add up to ε. Uniform shares: every node has scale δ·Π_i(h_i + 1)/ε.
+Sensitivity. Axis i's levels k = 1..h_i get budget shares p_i(k) with Σ_k p_i(k) = 1 (root:
+p_i(0) = 0). A record lies in exactly one node of every combination of levels (k_1, …, k_d), so
+a neighbouring pair changes each combination's counts by at most δ in L1; the combination is
+noised with scale δ/(ε Π_i p_i(k_i)) and the privacy losses add up to ε·Π_i Σ_k p_i(k) = ε.
+Equivalently: the level counts scaled by Π_i p_i(k_i) have L1 sensitivity δ and get noise of
+scale δ/ε. Uniform shares: every node has scale δ·L/ε with L = Π_i h_i measured combinations
+(``guarantee.sensitivity`` = δL); otherwise ``sensitivity`` is None and the shares are in
+``guarantee.parameters["level_shares"]``.
+
+Public total. Under replace-one neighbours the number of records n is the same in every
+neighbouring data set, so it is public: the least-squares estimate uses it as an exact
+(zero-variance) constraint, at no privacy cost. Under add/remove it is not used.
+
+Plan. ``budget="optimal"`` (default) chooses every axis's fan-out and level shares by minimising
+the exact expected squared error of the workload (:mod:`fugu.central.treeplan`); the rule
+(Qardaji et al.'s fan-out, uniform shares below the root) is evaluated too and used when it is
+not worse. ``guarantee.parameters["plan"]`` says which was used. The plan depends on public
+inputs only (domain, workload, neighbour relation).
 
 Inference. Weighted least squares under the tree constraints; because the measurement matrix
-and the noise variances are Kronecker products, the estimate is the 1-D two-pass algorithm
-(:func:`fugu.inference.tree.consistent_tree`) applied along each axis in turn. It is
-post-processing, unbiased, and never increases the variance of any range query.
+and the noise precisions are Kronecker products, the estimate is the 1-D two-pass algorithm
+(:func:`fugu.inference.tree.consistent_tree`) applied along each axis in turn; under replace-one
+the total constraint then adds (n − Σ estimate)/M to every padded cell (exact for complete trees:
+the estimate's covariance maps the all-ones vector to a constant vector). Post-processing,
+unbiased, never increases the variance of any range query.
 
-Error. Exact per query (``expected_error``): with consistency, Var = C·Π_i wᵢᵀ(AᵢᵀΣᵢ⁻¹Aᵢ)⁻¹wᵢ;
-without, C·Π_i Σ_canonical nodes of axis i r_i(level). Both are O(log^{3d} N / ε²) against
-Basic's O(volume/ε²). For the geometric budget the node variance is modelled as 2·scale²
-(an upper bound on the discrete Laplace variance, tight to ~2% at scale 2).
+Error. Exact per query (``expected_error``): with consistency, Var = C·Π_i f_i(q_i) −
+[replace] C·Π_i |q_i|² f_i(all)/M_i², with f_i the closed form
+:func:`fugu.inference.tree.range_variance` (O(h) per query); without, C·Π_i Σ_canonical nodes
+r_i(level). When at most one attribute has a tree the node variances are the exact discrete
+Laplace variances; with trees on several attributes the node variance is modelled as 2·scale²
+(an upper bound on the discrete Laplace variance, within 1/(12·scale²) relative).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,29 +73,35 @@ from ..inference.tree import (
     canonical_runs,
     canonical_variance,
     consistent_tree,
-    consistent_variance,
+    range_variance,
     tree_height,
 )
 from ..mechanism import check_neighbours, guarantee, start
-from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance, geometric_mechanism
-from ..queries import PrefixSums, RangeQuery
+from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
+from ..queries import PrefixSums, RangeQuery, Workload
 from ..release import CubeRelease, Guarantee, Release
+from . import treeplan
 
 __all__ = [
     "hierarchical",
     "HierarchicalRelease",
     "qardaji_branching",
     "AxisTree",
+    "axis_trees",
+    "plan_trees",
     "hierarchical_variance",
 ]
 
 SOURCE = (
     "Hay, Rastogi, Miklau, Suciu, VLDB 2010 (hierarchical query, Theorem 3 least squares); "
-    "Qardaji, Yang, Li, VLDB 2013 (branching); product hierarchy over the attributes"
+    "Qardaji, Yang, Li, VLDB 2013 (branching, no root); product hierarchy over the attributes; "
+    "plan by the exact expected error of the workload (fugu)"
 )
 
 #: Cormode et al.'s geometric ratio between consecutive levels' budgets (leaves get the most).
 GEOMETRIC_RATIO = 2.0 ** (1.0 / 3.0)
+
+BUDGETS = ("optimal", "uniform", "geometric")
 
 
 def qardaji_branching(n: int) -> int:
@@ -83,20 +110,16 @@ def qardaji_branching(n: int) -> int:
     >>> [qardaji_branching(n) for n in (256, 1024, 4096, 65536)]
     [16, 32, 16, 16]
     """
-    if n <= 2:
-        return 2
-    best, best_v = 2, math.inf
-    for b in range(2, n + 1):
-        h = tree_height(n, b)
-        v = (b - 1) * h**3 - 2 * (b + 1) * h**2 / 3
-        if v < best_v - 1e-12:
-            best, best_v = b, v
-    return best
+    return treeplan._rule_branching(n)
 
 
 @dataclass(frozen=True)
 class AxisTree:
-    """The tree along one axis: ``n`` cells, fan-out ``b``, height ``h``, budget shares ``p``."""
+    """The tree along one axis: ``n`` cells, fan-out ``b``, height ``h``, budget shares ``p``.
+
+    ``p`` has one share per level, root first; ``p[0] == 0`` (the root is not measured). A
+    flat axis (no tree) has ``h == 0`` and ``p == (1.0,)``.
+    """
 
     n: int
     b: int
@@ -120,9 +143,14 @@ class AxisTree:
         return out
 
     @property
+    def top(self) -> int:
+        """The first measured depth (1 when the root is not measured)."""
+        return 1 if self.h > 0 and self.p[0] == 0 else 0
+
+    @property
     def rel_variance(self) -> NDArray[np.float64]:
-        """Relative node variance of each level, 1/p(k)²."""
-        return 1.0 / np.asarray(self.p, dtype=np.float64) ** 2
+        """Relative node variance of each level, 1/p(k)² (inf: not measured)."""
+        return treeplan.level_variances(np.asarray(self.p, dtype=np.float64))
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "b": self.b, "h": self.h, "p": list(self.p)}
@@ -144,35 +172,47 @@ def _check_branching(branching: object, n_axes: int) -> list[int | None]:
         if isinstance(b, bool) or not isinstance(b, int | np.integer) or b < 2:
             raise InvalidParameterError(
                 f"branching must be an integer >= 2 (the tree's fan-out), got {b!r}; "
-                f"leave it unset "
-                f"to use Qardaji et al.'s rule (about 16 for large domains)"
+                f"leave it unset to choose it by the expected error"
             )
         out.append(int(b))
     return out
 
 
-def _shares(budget: object, h: int) -> tuple[float, ...]:
-    if budget == "uniform":
-        return tuple([1.0 / (h + 1)] * (h + 1))
-    if budget == "geometric":
-        w = GEOMETRIC_RATIO ** np.arange(h + 1)
-        return tuple(float(x) for x in w / w.sum())
+def _check_budget(budget: object) -> object:
     if isinstance(budget, str):
-        raise InvalidParameterError(
-            f"budget must be 'uniform', 'geometric' or per-level shares, got {budget!r}"
-        )
+        if budget not in BUDGETS:
+            raise InvalidParameterError(
+                f"budget must be one of {list(BUDGETS)} or per-level shares, got {budget!r}"
+            )
+        return budget
     try:
         w = np.asarray(budget, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
         raise InvalidParameterError(
-            f"budget must be 'uniform', 'geometric' or per-level shares, got {budget!r}"
+            f"budget must be one of {list(BUDGETS)} or per-level shares, got {budget!r}"
         ) from None
-    if w.size != h + 1 or np.any(~np.isfinite(w)) or np.any(w <= 0):
+    if w.size == 0 or np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise InvalidParameterError(
-            f"budget shares must be {h + 1} positive numbers (one per level, root first), "
-            f"got {budget!r}"
+            f"budget shares must be positive numbers, one per level below the root, got {budget!r}"
         )
-    return tuple(float(x) for x in w / w.sum())
+    return w
+
+
+def _shares(budget: object, h: int) -> tuple[float, ...]:
+    """Shares root first with the root at 0, for a fixed rule or user shares (h levels)."""
+    w: NDArray[np.float64]
+    if isinstance(budget, str) and budget in ("uniform", "optimal"):
+        w = np.ones(h)
+    elif isinstance(budget, str) and budget == "geometric":
+        w = np.asarray(GEOMETRIC_RATIO ** np.arange(h), dtype=np.float64)
+    else:
+        w = np.asarray(budget, dtype=np.float64).reshape(-1)
+        if w.size != h:
+            raise InvalidParameterError(
+                f"budget shares must be {h} positive numbers (one per level below the root, "
+                f"top first; the root is never measured), got {w.size}"
+            )
+    return (0.0, *(float(x) for x in w / w.sum()))
 
 
 def _check_flat(domain: Domain, flat: Sequence[str] | None) -> set[str]:
@@ -186,41 +226,257 @@ def _check_flat(domain: Domain, flat: Sequence[str] | None) -> set[str]:
     return set(names)
 
 
+def _workload_bounds(domain: Domain, workload: object) -> NDArray[np.int64] | None:
+    if workload is None:
+        return None
+    if isinstance(workload, np.ndarray):
+        b = np.asarray(workload, dtype=np.int64)
+        if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
+            raise InvalidParameterError(
+                f"workload bounds must have shape (m, {domain.ndim}, 2), got {b.shape}"
+            )
+        return b
+    w = workload if isinstance(workload, Workload) else Workload(list(workload))  # type: ignore[call-overload]
+    if len(w) == 0:
+        raise InvalidParameterError("the workload is empty; give at least one query or None")
+    return w.bounds(domain)
+
+
+def _flat_factors(
+    bounds: NDArray[np.int64] | None, attr: Any
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """A flat axis's per-query factor |q|, |q|² and its total coefficient 1/n."""
+    if bounds is None:
+        st = treeplan.axis_stats(attr, max(2, attr.size), None) if attr.size > 1 else None
+        if st is None:
+            return np.ones(1), np.ones(1), 1.0
+        return st.s[:, -1], st.length2, 1.0 / attr.size
+    length = (bounds[:, 1] - bounds[:, 0]).astype(np.float64)
+    return length, length**2, 1.0 / attr.size
+
+
+def _domain_key(domain: Domain) -> tuple[Any, ...]:
+    """What the default plan depends on: each attribute's size and (nominal) node intervals."""
+    key = []
+    for a in domain.attributes:
+        nodes = getattr(getattr(a, "hierarchy", None), "nodes", None)
+        ivals = tuple((nd.start, nd.stop) for nd in nodes) if nodes is not None else None
+        key.append((a.name, type(a).__name__, a.size, ivals))
+    return tuple(key)
+
+
+_PLAN_CACHE: dict[tuple[Any, ...], tuple[list[AxisTree], dict[str, Any]]] = {}
+
+
+def plan_trees(
+    domain: Domain,
+    branching: object = None,
+    budget: object = "optimal",
+    flat: Sequence[str] | None = None,
+    *,
+    workload: Any = None,
+    neighbours: str = "replace",
+) -> tuple[list[AxisTree], dict[str, Any]]:
+    """The per-axis trees the mechanism uses, and how they were chosen (public inputs only).
+
+    ``budget="optimal"`` minimises the workload's exact expected error over fan-outs (unless
+    ``branching`` fixes them) and level shares; the rule (Qardaji et al.'s b, uniform shares)
+    is kept when it is not worse. Other budgets apply the rule (or the given fan-outs).
+    Attributes in ``flat`` get no tree (height 0: every value is its own sub-cube).
+    Plans for the default workload are cached per domain shape (they are deterministic).
+    """
+    if workload is not None:
+        return _plan_trees(domain, branching, budget, flat, None, neighbours, workload)
+    budget_key = budget if isinstance(budget, str) else tuple(np.asarray(budget, float).ravel())
+    key = (
+        _domain_key(domain),
+        tuple(branching) if isinstance(branching, list | tuple) else branching,
+        budget_key,
+        tuple(sorted([flat] if isinstance(flat, str) else (flat or []))),
+        neighbours,
+    )
+    try:
+        hit = _PLAN_CACHE.get(key)
+    except TypeError:  # unhashable input: validation below reports it
+        hit, key = None, None  # type: ignore[assignment]
+    if hit is not None:
+        return list(hit[0]), dict(hit[1])
+    out = _plan_trees(domain, branching, budget, flat, None, neighbours, None)
+    if key is not None:
+        if len(_PLAN_CACHE) > 256:
+            _PLAN_CACHE.clear()
+        _PLAN_CACHE[key] = out
+    return list(out[0]), dict(out[1])
+
+
+def _plan_trees(
+    domain: Domain,
+    branching: object,
+    budget: object,
+    flat: Sequence[str] | None,
+    _unused: None,
+    neighbours: str,
+    workload: Any,
+) -> tuple[list[AxisTree], dict[str, Any]]:
+    bs = _check_branching(branching, domain.ndim)
+    budget = _check_budget(budget)
+    flat_names = _check_flat(domain, flat)
+    replace = check_neighbours(neighbours) == "replace"
+    bounds = _workload_bounds(domain, workload)
+    attrs = domain.attributes
+    is_flat = [a.name in flat_names for a in attrs]
+
+    def rule_tree(ax: int) -> AxisTree:
+        a = attrs[ax]
+        given = bs[ax]
+        b = given if given is not None else qardaji_branching(a.size)
+        h = tree_height(a.size, b)
+        return AxisTree(a.size, b, h, _shares(budget, h))
+
+    trees_rule = [
+        AxisTree(a.size, 2, 0, (1.0,)) if is_flat[ax] else rule_tree(ax)
+        for ax, a in enumerate(attrs)
+    ]
+    if not isinstance(budget, str) or budget != "optimal":
+        info: dict[str, Any] = {
+            "choice": "rule",
+            "rule": "Qardaji et al. fan-out" if branching is None else "given fan-out",
+        }
+        return trees_rule, info
+
+    # per-axis statistics for every candidate fan-out
+    ax_bounds = [None if bounds is None else bounds[:, ax, :] for ax in range(domain.ndim)]
+    cands: list[list[treeplan.AxisStats]] = []
+    for ax, a in enumerate(attrs):
+        if is_flat[ax]:
+            cands.append([])
+            continue
+        given = bs[ax]
+        fan = [given] if given is not None else treeplan.candidate_fanouts(a.size)
+        cands.append([treeplan.axis_stats(a, int(b), ax_bounds[ax]) for b in fan])
+    flat_f = {
+        ax: _flat_factors(ax_bounds[ax], attrs[ax]) for ax in range(domain.ndim) if is_flat[ax]
+    }
+    m = 1 if bounds is None else bounds.shape[0]
+
+    def factors(ax: int, st: treeplan.AxisStats | None, shares: Any) -> tuple[Any, Any]:
+        if st is None:
+            f, l2, t = flat_f[ax]
+            return f, l2 * t
+        f, t = treeplan.axis_factors(st, treeplan.level_variances(np.asarray(shares)))
+        return f, st.length2 * t
+
+    def total(choice: list[tuple[Any, Any]]) -> float:
+        f1 = np.ones(m)
+        f2 = np.ones(m)
+        for ax in range(domain.ndim):
+            a1, a2 = factors(ax, *choice[ax])
+            f1 = f1 * a1
+            f2 = f2 * a2
+        val = f1 - f2 if replace else f1
+        return float(np.mean(val))
+
+    rule_choice: list[tuple[Any, Any]] = []
+    for ax in range(domain.ndim):
+        t = trees_rule[ax]
+        if is_flat[ax]:
+            rule_choice.append((None, None))
+        else:
+            st = treeplan.axis_stats(attrs[ax], t.b, ax_bounds[ax])
+            rule_choice.append((st, np.asarray(t.p)))
+    rule_value = total(rule_choice)
+
+    choice = list(rule_choice)
+    try:
+        rounds = 1 if sum(not f for f in is_flat) <= 1 else 3
+        for _ in range(rounds):
+            for ax in range(domain.ndim):
+                if is_flat[ax]:
+                    continue
+                w1 = np.ones(m) / m
+                w2 = np.ones(m) / m
+                for o in range(domain.ndim):
+                    if o == ax:
+                        continue
+                    a1, a2 = factors(o, *choice[o])
+                    w1 = w1 * a1
+                    w2 = w2 * a2
+                best = None
+                for st in cands[ax]:
+                    p, val = treeplan.optimise_shares(st, w1, w2 if replace else None)
+                    if best is None or val < best[0]:
+                        best = (val, st, p)
+                assert best is not None
+                choice[ax] = (best[1], best[2])
+        opt_value = total(choice)
+        failed = None
+    except Exception as exc:  # pragma: no cover - the optimiser is guarded by the rule
+        opt_value, failed = math.inf, f"{type(exc).__name__}: {exc}"
+    if not (opt_value < rule_value * (1 - 1e-9)):
+        info = {
+            "choice": "rule",
+            "reason": failed or "the optimised plan was not better than the rule",
+            "objective": rule_value,
+            "rule_objective": rule_value,
+        }
+        return trees_rule, info
+    trees = []
+    for ax, a in enumerate(attrs):
+        st, p = choice[ax]
+        if st is None:
+            trees.append(AxisTree(a.size, 2, 0, (1.0,)))
+        else:
+            trees.append(AxisTree(a.size, st.b, st.h, tuple(float(x) for x in p)))
+    info = {
+        "choice": "optimised",
+        "workload": "given" if bounds is not None else "random ranges (default)",
+        "objective": opt_value,
+        "rule_objective": rule_value,
+    }
+    return trees, info
+
+
 def axis_trees(
     domain: Domain,
     branching: object = None,
-    budget: object = "uniform",
+    budget: object = "optimal",
     flat: Sequence[str] | None = None,
+    *,
+    workload: Any = None,
+    neighbours: str = "replace",
 ) -> list[AxisTree]:
-    """The per-axis trees the mechanism would use (public: depends on the domain only).
-
-    Attributes in ``flat`` get no tree (height 0: every value is its own sub-cube).
-    """
-    bs = _check_branching(branching, domain.ndim)
-    flat_names = _check_flat(domain, flat)
-    out = []
-    for attr, b in zip(domain.attributes, bs, strict=True):
-        if attr.name in flat_names:
-            out.append(AxisTree(attr.size, 2, 0, (1.0,)))
-            continue
-        b_ = b if b is not None else qardaji_branching(attr.size)
-        h = tree_height(attr.size, b_)
-        out.append(AxisTree(attr.size, b_, h, _shares(budget, h)))
-    return out
+    """The per-axis trees the mechanism would use (see :func:`plan_trees`)."""
+    return plan_trees(domain, branching, budget, flat, workload=workload, neighbours=neighbours)[0]
 
 
 def _delta(neighbours: str) -> int:
     return 2 if check_neighbours(neighbours) == "replace" else 1
 
 
-def _noise_constant(trees: list[AxisTree], epsilon: float, delta: int) -> tuple[float, bool]:
-    """C such that node variance = C·Π_i r_i(k_i); True when exact (uniform shares)."""
-    uniform = all(len(set(t.p)) == 1 for t in trees)
-    if uniform:
-        levels = float(np.prod([t.h + 1 for t in trees]))
-        var = float(discrete_laplace_variance(delta * levels / epsilon))
-        return var / levels**2, True
-    return 2.0 * (delta / epsilon) ** 2, False
+def _level_factors(
+    trees: list[AxisTree], epsilon: float, delta: int
+) -> tuple[float, list[NDArray[np.float64]], bool]:
+    """C and per-axis level factors with node variance C·Π_i r_i(k_i); True when exact.
+
+    Exact when at most one axis has a tree (then r is the discrete Laplace variance of that
+    level's scale); otherwise r = 1/p², C = 2δ²/ε² (the Laplace variance, an upper bound).
+    """
+    tree_axes = [i for i, t in enumerate(trees) if t.h > 0]
+    if not tree_axes:
+        return float(discrete_laplace_variance(delta / epsilon)), [np.ones(1) for _ in trees], True
+    if len(tree_axes) == 1:
+        out = []
+        for t in trees:
+            if t.h == 0:
+                out.append(np.ones(1))
+                continue
+            p = np.asarray(t.p, dtype=np.float64)
+            r = np.full(p.size, np.inf)
+            meas = p > 0
+            r[meas] = discrete_laplace_variance(delta / (epsilon * p[meas]))
+            out.append(r)
+        return 1.0, out, True
+    return 2.0 * (delta / epsilon) ** 2, [t.rel_variance for t in trees], False
 
 
 def _to_layout(x: NDArray[Any], axis: int, tree: AxisTree) -> NDArray[Any]:
@@ -244,30 +500,45 @@ def _axis_rows(bounds: NDArray[np.int64], axis: int) -> tuple[NDArray[np.int64],
     return uniq, inv.reshape(-1)
 
 
-def _axis_factor(tree: AxisTree, lohi: NDArray[np.int64], consistent: bool) -> NDArray[np.float64]:
+def _axis_factor(
+    tree: AxisTree, r: NDArray[np.float64], lohi: NDArray[np.int64], consistent: bool
+) -> NDArray[np.float64]:
     if tree.h == 0:
-        return (lohi[:, 1] - lohi[:, 0]).astype(np.float64) * tree.rel_variance[0]
+        return (lohi[:, 1] - lohi[:, 0]).astype(np.float64) * float(r[0])
     if not consistent:
-        return canonical_variance(lohi[:, 0], lohi[:, 1], tree.b, tree.h, tree.rel_variance)
-    out = np.empty(len(lohi))
-    j = np.arange(tree.leaves)
-    step = max(1, 2**22 // tree.leaves)
-    for i in range(0, len(lohi), step):
-        part = lohi[i : i + step]
-        w = ((j >= part[:, :1]) & (j < part[:, 1:])).astype(np.float64)
-        out[i : i + step] = consistent_variance(w, tree.b, tree.rel_variance)
-    return out
+        return canonical_variance(lohi[:, 0], lohi[:, 1], tree.b, tree.h, r, top=tree.top)
+    return range_variance(lohi[:, 0], lohi[:, 1], tree.b, r)
+
+
+def _axis_total(tree: AxisTree, r: NDArray[np.float64]) -> float:
+    """f(all padded cells) / M²: the coefficient of the public-total term."""
+    m = tree.leaves
+    if tree.h == 0:
+        return float(r[0]) / m
+    f = range_variance(np.array([0]), np.array([m]), tree.b, r)
+    return float(f[0]) / float(m) ** 2
 
 
 def _variance(
-    trees: list[AxisTree], const: float, bounds: NDArray[np.int64], consistent: bool
+    trees: list[AxisTree],
+    const: float,
+    factors: list[NDArray[np.float64]],
+    bounds: NDArray[np.int64],
+    consistent: bool,
+    total_known: bool,
 ) -> NDArray[np.float64]:
     b = np.asarray(bounds, dtype=np.int64)
-    total = np.full(b.shape[0], const)
+    f1 = np.full(b.shape[0], const)
+    f2 = np.full(b.shape[0], const)
     for ax, t in enumerate(trees):
         uniq, inv = _axis_rows(b, ax)
-        total *= _axis_factor(t, uniq, consistent)[inv]
-    return total
+        f1 *= _axis_factor(t, factors[ax], uniq, consistent)[inv]
+        if total_known and consistent:
+            length = (b[:, ax, 1] - b[:, ax, 0]).astype(np.float64)
+            f2 *= length**2 * _axis_total(t, factors[ax])
+    if total_known and consistent:
+        return np.maximum(f1 - f2, 0.0)
+    return f1
 
 
 def hierarchical_variance(
@@ -276,23 +547,29 @@ def hierarchical_variance(
     epsilon: float,
     *,
     branching: object = None,
-    budget: object = "uniform",
+    budget: object = "optimal",
     consistency: bool = True,
     flat: Sequence[str] | None = None,
     neighbours: str = "replace",
+    workload: Any = None,
 ) -> NDArray[np.float64]:
-    """Noise variance of each query (bounds (m, d, 2)) under the mechanism, without any data."""
-    trees = axis_trees(domain, branching, budget, flat)
-    const, _ = _noise_constant(trees, epsilon, _delta(neighbours))
-    return _variance(trees, const, bounds, consistency)
+    """Noise variance of each query (bounds (m, d, 2)) under the mechanism, without any data.
+
+    The plan is optimised for ``workload`` (default: the random-range distribution, not
+    ``bounds``); pass ``workload=bounds`` to plan for the queries being scored.
+    """
+    trees = axis_trees(domain, branching, budget, flat, workload=workload, neighbours=neighbours)
+    delta = _delta(neighbours)
+    const, factors, _ = _level_factors(trees, epsilon, delta)
+    return _variance(trees, const, factors, bounds, consistency, delta == 2)
 
 
 class HierarchicalRelease(CubeRelease):
     """A hierarchical-mechanism cube.
 
     With consistency (default) the cells are the least-squares leaves and answers are their
-    sums. Without it the release keeps the whole noisy tree and answers each range from its
-    canonical nodes; ``counts`` are then the noisy leaves.
+    sums. Without it the release keeps the whole noisy tree (unmeasured root levels are 0) and
+    answers each range from its canonical measured nodes; ``counts`` are then the noisy leaves.
     """
 
     kind = "hierarchical"
@@ -307,12 +584,20 @@ class HierarchicalRelease(CubeRelease):
         const: float,
         consistent: bool,
         tree: NDArray[np.float64] | None = None,
+        factors: list[NDArray[np.float64]] | None = None,
+        total_known: bool = False,
     ) -> None:
         super().__init__(domain, guarantee, estimate)
         self.trees = list(trees)
         self.const = float(const)
         self.consistent = bool(consistent)
         self.tree = tree
+        self.factors = (
+            [np.asarray(f, dtype=np.float64) for f in factors]
+            if factors is not None
+            else [t.rel_variance for t in self.trees]
+        )
+        self.total_known = bool(total_known)
         self._tree_prefix: PrefixSums | None = None
 
     def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -326,14 +611,14 @@ class HierarchicalRelease(CubeRelease):
             if t.h == 0:
                 per_axis.append([(b[:, ax, 0], b[:, ax, 1])])
                 continue
-            runs = canonical_runs(b[:, ax, 0], b[:, ax, 1], t.b, t.h)
+            runs = canonical_runs(b[:, ax, 0], b[:, ax, 1], t.b, t.h, t.top)
             ivals = []
             for off, (ls, le, rs, re) in zip(t.offsets, runs, strict=True):
                 ivals.append((ls + off, le + off))
                 ivals.append((rs + off, re + off))
             per_axis.append(ivals)
         total = np.zeros(b.shape[0])
-        for combo in np.ndindex(*[len(p) for p in per_axis]):
+        for combo in itertools.product(*[range(len(p)) for p in per_axis]):
             box = np.stack(
                 [np.stack(per_axis[ax][c], axis=-1) for ax, c in enumerate(combo)], axis=1
             )
@@ -346,7 +631,9 @@ class HierarchicalRelease(CubeRelease):
         """Noise variance of many queries given as bounds (m, d, 2); None after clamping."""
         if any("clamp" in step for step in self.guarantee.post_processing):
             return None
-        return _variance(self.trees, self.const, bounds, self.consistent)
+        return _variance(
+            self.trees, self.const, self.factors, bounds, self.consistent, self.total_known
+        )
 
     def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
         q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
@@ -362,6 +649,8 @@ class HierarchicalRelease(CubeRelease):
             "trees": [t.to_dict() for t in self.trees],
             "const": self.const,
             "consistent": self.consistent,
+            "factors": [[float(x) for x in f] for f in self.factors],
+            "total_known": self.total_known,
         }
         return arrays, meta
 
@@ -378,6 +667,7 @@ class HierarchicalRelease(CubeRelease):
             AxisTree(int(t["n"]), int(t["b"]), int(t["h"]), tuple(float(x) for x in t["p"]))
             for t in meta["trees"]
         ]
+        factors = meta.get("factors")
         return cls(
             domain,
             guarantee,
@@ -386,7 +676,41 @@ class HierarchicalRelease(CubeRelease):
             const=float(meta["const"]),
             consistent=bool(meta["consistent"]),
             tree=arrays.get("tree"),
+            factors=[np.asarray(f, dtype=np.float64) for f in factors] if factors else None,
+            total_known=bool(meta.get("total_known", False)),
         )
+
+
+def _level_blocks(trees: list[AxisTree]) -> list[tuple[tuple[slice, ...], float]]:
+    """Every combination of levels: its slice of the layout and its budget share Π p_i(k_i)."""
+    per_axis = []
+    for t in trees:
+        if t.h == 0:
+            per_axis.append([(slice(0, t.n), 1.0)])
+        else:
+            per_axis.append([(slice(o, o + t.b**k), t.p[k]) for k, o in enumerate(t.offsets)])
+    out = []
+    for combo in itertools.product(*per_axis):
+        out.append((tuple(c[0] for c in combo), float(np.prod([c[1] for c in combo]))))
+    return out
+
+
+def _noise_layout(
+    layout: NDArray[np.int64], trees: list[AxisTree], eps: float, delta: int, source: RandomSource
+) -> NDArray[np.float64]:
+    """Exact discrete Laplace noise of scale δ/(ε·share) on every measured level combination.
+
+    Unmeasured combinations (a root on some axis) are set to 0: their exact counts are never
+    released. One sampler call per combination (at most Π_i (h_i + 1) of them).
+    """
+    out = layout.astype(np.float64)
+    for sl, share in _level_blocks(trees):
+        block = out[sl]
+        if share <= 0:
+            block[...] = 0.0
+            continue
+        block += discrete_laplace(delta / (eps * share), size=block.shape, rng=source)
+    return out
 
 
 def hierarchical(
@@ -394,7 +718,8 @@ def hierarchical(
     epsilon: float,
     *,
     branching: int | Sequence[int | None] | None = None,
-    budget: str | Sequence[float] = "uniform",
+    budget: str | Sequence[float] = "optimal",
+    workload: Any = None,
     consistency: bool = True,
     nonnegative: bool = False,
     flat: Sequence[str] | None = None,
@@ -410,20 +735,28 @@ def hierarchical(
     epsilon : float
         Privacy-loss bound, > 0.
     branching : int, list of int, or None
-        Fan-out b >= 2 (one for all attributes or one per attribute). None: Qardaji et al.'s
-        rule per attribute (:func:`qardaji_branching`; 16 for 4,096 cells).
-    budget : "uniform", "geometric" or shares
-        Per-level split of ε along each axis, root first. "geometric": ε_k ∝ 2^(k/3) (Cormode
-        et al.; leaves get the most). Shares are normalised to sum to 1.
+        Fan-out b >= 2 (one for all attributes or one per attribute). None: chosen by the
+        expected error (``budget="optimal"``) or by Qardaji et al.'s rule (other budgets).
+    budget : "optimal", "uniform", "geometric" or shares
+        Per-level split of ε along each axis below the root (the root is never measured).
+        "optimal" (default): the split (and fan-out) minimising the workload's exact expected
+        error, or the rule when that is not better; "uniform": equal shares (with the rule's
+        fan-out this is Qardaji et al.'s H_b); "geometric": ε_k ∝ 2^(k/3) (Cormode et al.;
+        leaves get the most); or h positive shares, top level first, normalised to sum to 1.
+    workload : Workload, list of RangeQuery, bounds (m, d, 2), or None
+        The queries the plan is optimised for (public; no budget). None: random ranges on
+        every attribute (the distribution of :func:`fugu.queries.random_workload`).
     consistency : bool
-        Hay et al.'s least-squares inference (post-processing; unbiased; default True).
+        Hay et al.'s least-squares inference (post-processing; unbiased; default True). Under
+        replace-one neighbours it also uses the public total n as an exact constraint.
     nonnegative : bool
         After inference, clamp negative cells to 0. Biased; recorded in the guarantee, and
         ``expected_error`` then returns None. Needs ``consistency=True``.
     flat : list of attribute names, optional
         Attributes that get no tree (each value its own sub-cube, like Privelet+'s
-        untransformed attributes); useful for attributes with a handful of values.
+        untransformed attributes).
     neighbours : {"replace", "add-remove"}
+        δ = 2 or 1 per measured level.
     rng : RandomSource, optional
     accountant : Accountant, optional
 
@@ -436,11 +769,14 @@ def hierarchical(
     >>> import fugu
     >>> dom = fugu.Domain([fugu.Ordinal("x", 0, 15)])
     >>> hist = fugu.Histogram.from_records({"x": [1, 2, 2, 9, 15]}, dom)
-    >>> rel = fugu.central.hierarchical(hist, 1.0, branching=4, rng=fugu.RandomSource(seed=1))
-    >>> rel.guarantee.sensitivity   # replace-one: 2 per level, 3 levels (root, 4, 16)
-    6.0
-    >>> rel.expected_error({"x": (0, 15)}) < rel.expected_error({"x": (0, 14)})
-    True
+    >>> rel = fugu.central.hierarchical(
+    ...     hist, 1.0, branching=4, budget="uniform", rng=fugu.RandomSource(seed=1))
+    >>> rel.guarantee.sensitivity   # replace-one: 2 per level, 2 levels below the root
+    4.0
+    >>> round(float(rel.counts.sum()), 6)   # replace-one: the public total is exact
+    5.0
+    >>> rel.expected_error({"x": (0, 15)})
+    0.0
     """
     hist = require_histogram(hist)
     dom = hist.domain
@@ -451,37 +787,18 @@ def hierarchical(
         raise InvalidParameterError(
             "nonnegative=True clamps the consistent cells; it needs consistency=True"
         )
-    trees = axis_trees(dom, branching, budget, flat)
+    trees, plan = plan_trees(dom, branching, budget, flat, workload=workload, neighbours=neighbours)
     eps, source = start(epsilon, rng, accountant, "hierarchical cube")
     layout: NDArray[Any] = np.asarray(hist.counts, dtype=np.int64)
     for ax, t in enumerate(trees):
         layout = _to_layout(layout, ax, t)
-    const, exact = _noise_constant(trees, eps, delta)
-    uniform = exact
-    levels_total = int(np.prod([t.h + 1 for t in trees]))
-    if uniform:
-        sens = float(delta * levels_total)
-        noisy = geometric_mechanism(layout, sens, eps, source).astype(np.float64)
-    else:
-        share = np.ones([1] * dom.ndim)
-        for ax, t in enumerate(trees):
-            if t.h == 0:
-                per_slot = np.ones(t.n)
-            else:
-                per_slot = np.concatenate([np.full(t.b**k, t.p[k]) for k in range(t.h + 1)])
-            shape = [1] * dom.ndim
-            shape[ax] = t.layout_size
-            share = share * per_slot.reshape(shape)
-        # one exact sampler call per distinct scale (at most Π(h_i + 1) of them)
-        values, group = np.unique(np.broadcast_to(share, layout.shape), return_inverse=True)
-        group = group.reshape(-1)
-        noisy = layout.astype(np.float64).reshape(-1)
-        for gi, v in enumerate(values):
-            idx = np.flatnonzero(group == gi)
-            noisy[idx] += discrete_laplace(delta / (eps * float(v)), size=idx.size, rng=source)
-        noisy = noisy.reshape(layout.shape)
-        sens = None
+    const, factors, exact = _level_factors(trees, eps, delta)
+    shares = sorted({s for _, s in _level_blocks(trees) if s > 0})
+    n_measured = sum(1 for _, s in _level_blocks(trees) if s > 0)
+    sens = float(delta * n_measured) if len(shares) == 1 else None
+    noisy = _noise_layout(layout, trees, eps, delta, source)
     del layout
+    total_known = delta == 2 and consistency
     post: tuple[str, ...] = ()
     if consistency:
         est = noisy
@@ -489,10 +806,14 @@ def hierarchical(
             if t.h == 0:
                 continue
             moved = np.moveaxis(est, ax, -1)
-            leaves = consistent_tree(_split_layout(moved, t), t.b, t.rel_variance)[-1]
+            leaves = consistent_tree(_split_layout(moved, t), t.b, factors[ax])[-1]
             est = np.moveaxis(leaves, -1, ax)
-        tree_arr = None
         post = ("least-squares consistency (Hay et al.)",)
+        if total_known:
+            n_total = float(np.sum(hist.counts, dtype=np.int64))
+            est = est + (n_total - float(est.sum())) / est.size
+            post = (*post, "public total n as an exact constraint (replace-one neighbours)")
+        tree_arr = None
     else:
         leaf_slice = tuple(slice(t.offsets[-1], t.offsets[-1] + t.leaves) for t in trees)
         est = noisy[leaf_slice]
@@ -515,8 +836,13 @@ def hierarchical(
             "flat": [a.name for a, t in zip(dom.attributes, trees, strict=True) if t.h == 0],
             "budget": budget if isinstance(budget, str) else [list(t.p) for t in trees],
             "level_shares": [list(t.p) for t in trees],
+            "plan": plan,
+            "root": "not measured (share 0)",
+            "total": "public n used exactly (replace-one)" if total_known else "not used",
             "noise": "discrete Laplace on integer node counts",
             "node_scale": f"{delta}/(epsilon * prod(level shares))",
+            "sensitivity_per_level_combination": delta,
+            "variance_model": "exact" if exact else "2*scale^2 (upper bound)",
             "padding": {
                 a.name: t.leaves
                 for a, t in zip(dom.attributes, trees, strict=True)
@@ -527,5 +853,13 @@ def hierarchical(
         post_processing=post,
     )
     return HierarchicalRelease(
-        dom, g, est, trees=trees, const=const, consistent=consistency, tree=tree_arr
+        dom,
+        g,
+        est,
+        trees=trees,
+        const=const,
+        consistent=consistency,
+        tree=tree_arr,
+        factors=factors,
+        total_known=total_known,
     )

@@ -17,6 +17,15 @@ the weights W(c) = Π_i W_i(c_i): for any two cubes, Σ_c W(c)|c(M) − c(M')| �
 nominal transform; P = 1 untransformed). Hence the coefficients have weighted L1 sensitivity
 Δ = δρ, and noise of scale λ/W(c) with λ = Δ/ε is ε-DP (Privelet Lemma 1 / Theorem 2).
 
+Public base coefficient (replace-one, every attribute transformed). The coefficient that is the
+base coefficient on every axis is a fixed multiple of the total n (Haar: n/Π m_i; nominal: n),
+and n is the same in every replace-one neighbour, so it is released exactly and not noised. Its
+weighted change per unit change of one entry is exactly Π_i 1 = 1 (every axis's base coefficient
+contributes W·|Δc| = 1 to that axis's P), so the remaining coefficients have weighted L1
+sensitivity Δ = 2(ρ − 1) instead of 2ρ (fugu's refinement; e.g. 24 instead of 26 for 4,096
+cells). With an untransformed attribute the "base" coefficients are per-value marginals, which
+are not public, and Δ = 2ρ as in the paper; under add/remove n is not public and Δ = ρ.
+
 Noise. Coefficients are real, so fugu rounds them to a power-of-two grid and adds exact discrete
 Laplace noise on that grid (:func:`fugu.noise.grid_laplace`), increasing the sensitivity by the
 rounding slack (``guarantee.parameters["effective_sensitivity"]``, at most Δ·(1 + 2⁻¹⁰)). The
@@ -56,6 +65,7 @@ from ..release import CubeRelease, Guarantee, Release
 from .wavelets import (
     AxisTransform,
     HaarTransform,
+    IdentityTransform,
     NominalTransform,
     generalized_sensitivity,
     hn_forward,
@@ -131,12 +141,27 @@ def _delta(neighbours: str) -> int:
     return 2 if check_neighbours(neighbours) == "replace" else 1
 
 
+def public_base(transforms: list[AxisTransform], neighbours: str) -> bool:
+    """True when the all-base coefficient is the public total: replace-one, nothing plain."""
+    return _delta(neighbours) == 2 and all(
+        not isinstance(t, IdentityTransform) or t.n == 1 for t in transforms
+    )
+
+
+def coefficient_sensitivity(transforms: list[AxisTransform], neighbours: str) -> float:
+    """Weighted L1 sensitivity of the noised coefficients: δρ, or 2(ρ − 1) with a public base."""
+    rho = generalized_sensitivity(transforms)
+    if public_base(transforms, neighbours):
+        return 2.0 * (rho - 1.0)
+    return _delta(neighbours) * rho
+
+
 def privelet_lambda(
     domain: Domain, epsilon: float, plain: PlainSpec = "auto", neighbours: str = "replace"
 ) -> float:
-    """The noise magnitude λ = δ·Π P(A_i) / ε (before grid rounding, which adds < 0.1%)."""
+    """The noise magnitude λ = Δ / ε (before grid rounding, which adds < 0.1%)."""
     ts = privelet_transforms(domain, plain)
-    return _delta(neighbours) * generalized_sensitivity(ts) / epsilon
+    return coefficient_sensitivity(ts, neighbours) / epsilon
 
 
 def _axis_rows(
@@ -150,17 +175,34 @@ def _axis_rows(
     return rows, inv.reshape(-1)
 
 
+def _axis_factors(
+    t: AxisTransform, rows: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Σ_c a_c²/W_c² per query row, and the base coefficient's term (a_0/W_0)²."""
+    full, base = [], []
+    for i in range(0, len(rows), 256):
+        a = t.adjoint(np.atleast_2d(rows[i : i + 256])) / t.weights
+        full.append(np.sum(a**2, axis=-1))
+        base.append(a[:, 0] ** 2)
+    return np.concatenate(full), np.concatenate(base)
+
+
 def _variance_from_transforms(
-    transforms: list[AxisTransform], unit_var: float, bounds: NDArray[np.int64]
+    transforms: list[AxisTransform],
+    unit_var: float,
+    bounds: NDArray[np.int64],
+    exact_base: bool = False,
 ) -> NDArray[np.float64]:
     b = np.asarray(bounds, dtype=np.int64)
     total = np.full(b.shape[0], unit_var)
+    base = np.full(b.shape[0], unit_var)
     for ax, t in enumerate(transforms):
         rows, inv = _axis_rows(b, ax, t.n)
-        factors = np.concatenate(
-            [t.noise_factor(rows[i : i + 256]) for i in range(0, len(rows), 256)]
-        )
-        total *= factors[inv]
+        full_f, base_f = _axis_factors(t, rows)
+        total *= full_f[inv]
+        base *= base_f[inv]
+    if exact_base:  # the all-base coefficient carries no noise
+        return np.maximum(total - base, 0.0)
     return total
 
 
@@ -173,8 +215,8 @@ def privelet_variance(
 ) -> NDArray[np.float64]:
     """Noise variance of each query (bounds (m, d, 2)) under Privelet(+), without any data."""
     ts = privelet_transforms(domain, plain)
-    lam = _delta(neighbours) * generalized_sensitivity(ts) / epsilon
-    return _variance_from_transforms(ts, 2.0 * lam * lam, bounds)
+    lam = coefficient_sensitivity(ts, neighbours) / epsilon
+    return _variance_from_transforms(ts, 2.0 * lam * lam, bounds, public_base(ts, neighbours))
 
 
 class PriveletRelease(CubeRelease):
@@ -191,10 +233,13 @@ class PriveletRelease(CubeRelease):
         plain: list[str],
         lam: float,
         unit_variance: float | None = None,
+        exact_base: bool = False,
     ) -> None:
         super().__init__(domain, guarantee, estimate)
         self.plain = list(plain)
         self.lam = float(lam)
+        #: the all-base coefficient is the public total (replace-one, nothing plain): no noise
+        self.exact_base = bool(exact_base)
         #: exact variance of the noise on a weight-1 coefficient (discrete Laplace on the grid)
         self.unit_variance = float(unit_variance) if unit_variance is not None else 2 * lam * lam
         self._transforms: list[AxisTransform] | None = None
@@ -210,16 +255,23 @@ class PriveletRelease(CubeRelease):
         q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
         assert self.domain is not None
         var = _variance_from_transforms(
-            self.transforms, self.unit_variance, q.bounds(self.domain)[None]
+            self.transforms, self.unit_variance, q.bounds(self.domain)[None], self.exact_base
         )
         return float(math.sqrt(var[0]))
 
     def expected_variance_many(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
         """Noise variance of many queries given as bounds (m, d, 2)."""
-        return _variance_from_transforms(self.transforms, self.unit_variance, bounds)
+        return _variance_from_transforms(
+            self.transforms, self.unit_variance, bounds, self.exact_base
+        )
 
     def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        meta = {"plain": self.plain, "lam": self.lam, "unit_variance": self.unit_variance}
+        meta = {
+            "plain": self.plain,
+            "lam": self.lam,
+            "unit_variance": self.unit_variance,
+            "exact_base": self.exact_base,
+        }
         return {"estimate": self.counts}, meta
 
     @classmethod
@@ -238,6 +290,7 @@ class PriveletRelease(CubeRelease):
             plain=list(meta["plain"]),
             lam=float(meta["lam"]),
             unit_variance=meta.get("unit_variance"),
+            exact_base=bool(meta.get("exact_base", False)),
         )
 
 
@@ -281,6 +334,28 @@ def _noise_in_slabs(
     return info
 
 
+def noise_coefficients(
+    coef: NDArray[np.float64],
+    sens: float,
+    eps: float,
+    source: RandomSource,
+    max_changed: int,
+    exact: Sequence[int] | NDArray[np.int64] = (),
+) -> GridNoise | None:
+    """Noise the weighted coefficients in place (L1 sensitivity ``sens``); keep ``exact`` exact.
+
+    ``exact`` holds flat indices of public coefficients (the all-base coefficient under
+    replace-one): their noise is drawn with the rest and discarded, so they are released
+    exactly. ``sens == 0`` (every coefficient public) draws nothing and returns None.
+    """
+    flat = coef.reshape(-1)
+    idx = np.asarray(exact, dtype=np.int64)
+    keep = flat[idx].copy()
+    info = _noise_in_slabs(coef, sens, eps, source, max_changed) if sens > 0 else None
+    flat[idx] = keep
+    return info
+
+
 def privelet(
     hist: Histogram,
     epsilon: float,
@@ -319,10 +394,12 @@ def privelet(
     >>> dom = fugu.Domain([fugu.Ordinal("age", 0, 15)])
     >>> hist = fugu.Histogram.from_records({"age": [1, 2, 2, 9, 15]}, dom)
     >>> rel = fugu.central.privelet(hist, epsilon=1.0, plain=None, rng=fugu.RandomSource(seed=1))
-    >>> rel.guarantee.sensitivity   # δ · (1 + log2 16) = 2 · 5
-    10.0
-    >>> round(rel.expected_error({"age": (0, 15)}), 1)   # the total: only c_0 → √2·λ, λ = 10/ε
-    14.2
+    >>> rel.guarantee.sensitivity   # replace-one: 2 · log2 16 (the base coefficient is public)
+    8.0
+    >>> rel.expected_error({"age": (0, 15)})   # the total: only c_0, the public n
+    0.0
+    >>> round(float(rel.counts.sum()), 6)
+    5.0
     """
     hist = require_histogram(hist)
     dom = hist.domain
@@ -330,20 +407,27 @@ def privelet(
     plain_names = _resolve_plain(dom, plain)
     transforms = [transform_for(a, a.name in plain_names) for a in dom.attributes]
     rho = generalized_sensitivity(transforms)
+    exact_base = public_base(transforms, neighbours)
+    sens = coefficient_sensitivity(transforms, neighbours)
     eps, source = start(epsilon, rng, accountant, "privelet cube")
     coef = np.ascontiguousarray(hn_forward(hist.counts.astype(np.float64), transforms))
     weights = hn_weights(transforms)
-    sens = delta * rho
     # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
-    # the scaled coefficients have plain L1 sensitivity δρ, so one grid and one noise scale serve
+    # the scaled coefficients have plain L1 sensitivity Δ, so one grid and one noise scale serve
     # every coefficient; dividing by the public W(c) afterwards is post-processing.
     coef *= weights
-    info = _noise_in_slabs(coef, sens, eps, source, _max_changed(transforms, delta))
+    info = noise_coefficients(
+        coef, sens, eps, source, _max_changed(transforms, delta), [0] if exact_base else []
+    )
     coef /= weights
     estimate = hn_inverse(hn_project(coef, transforms), transforms)
     del coef
-    lam = info.effective_sensitivity / eps
-    unit_var = float(info.variance().reshape(-1)[0]) if info.granularity.size else 2 * lam * lam
+    eff = info.effective_sensitivity if info is not None else 0.0
+    lam = eff / eps
+    if info is not None and info.granularity.size:
+        unit_var = float(info.variance().reshape(-1)[0])
+    else:
+        unit_var = 2 * lam * lam
     kinds = {
         a.name: ("plain" if a.name in plain_names else t.kind)
         for a, t in zip(dom.attributes, transforms, strict=True)
@@ -360,8 +444,11 @@ def privelet(
             "plain": plain_names,
             "transforms": kinds,
             "generalized_sensitivity": rho,
-            "effective_sensitivity": info.effective_sensitivity,
-            "grid": float(info.granularity.reshape(-1)[0]),
+            "base_coefficient": "public total, not noised (replace-one)"
+            if exact_base
+            else "noised",
+            "effective_sensitivity": eff,
+            "grid": float(info.granularity.reshape(-1)[0]) if info is not None else None,
             "lambda": lam,
             "noise": "discrete Laplace on a power-of-two grid, scale lambda / W(c)",
             "reconstruction": "sibling-mean subtraction on nominal axes, then the inverse transform"
@@ -379,4 +466,12 @@ def privelet(
         raise InvalidParameterError(
             "Privelet produced non-finite estimates; the counts are too large"
         )
-    return PriveletRelease(dom, g, estimate, plain=plain_names, lam=lam, unit_variance=unit_var)
+    return PriveletRelease(
+        dom,
+        g,
+        estimate,
+        plain=plain_names,
+        lam=lam,
+        unit_variance=unit_var,
+        exact_base=exact_base,
+    )

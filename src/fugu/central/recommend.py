@@ -66,7 +66,8 @@ def predict_errors(
 ) -> dict[str, NDArray[np.float64]]:
     """Per-query noise variance of each mechanism (exact, data-independent).
 
-    Returns ``{mechanism: variances (m,)}``. "privelet" transforms every attribute;
+    Returns ``{mechanism: variances (m,)}``. "hierarchical" is planned for this workload (as
+    ``hierarchical(..., workload=...)`` would be); "privelet" transforms every attribute;
     "privelet+" uses ``plain="auto"`` (omitted when the rule leaves nothing plain or transforms
     nothing, in which case it equals "laplace" or "privelet").
     """
@@ -81,7 +82,7 @@ def predict_errors(
             out[name] = vol * float(discrete_laplace_variance(delta / eps))
         elif name == "hierarchical":
             out[name] = hierarchical_variance(
-                domain, b, eps, branching=branching, neighbours=neighbours
+                domain, b, eps, branching=branching, neighbours=neighbours, workload=b
             )
         elif name == "privelet":
             out[name] = privelet_variance(domain, b, eps, plain=None, neighbours=neighbours)
@@ -132,7 +133,13 @@ def recommend(
     best = min(rmse, key=lambda k: rmse[k])
     options: dict[str, dict[str, Any]] = {}
     if "hierarchical" in rmse:
-        options["hierarchical"] = {"branching": [t.b for t in axis_trees(domain)]}
+        b = _bounds(domain, workload)
+        trees = axis_trees(domain, workload=b, neighbours=neighbours)
+        options["hierarchical"] = {
+            "branching": [t.b for t in trees],
+            "level_shares": [[round(x, 4) for x in t.p] for t in trees],
+            "note": "planned for this workload: pass workload= to hierarchical()",
+        }
     if "privelet+" in rmse:
         options["privelet+"] = {"plain": choose_plain(domain)}
     if "privelet" in rmse:

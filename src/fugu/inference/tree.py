@@ -39,10 +39,11 @@ API
     Both are O(number of nodes) and exact (they equal dense least squares; see the tests).
     A level may have variance ``inf`` (not measured, e.g. an omitted root) but the leaves must be
     measured. Returns the consistent levels (same layout); ``levels[-1]`` are the leaf estimates.
-``canonical_runs(lo, hi, fanout, height)``
+``canonical_runs(lo, hi, fanout, height, top=0)``
     The canonical decomposition of half-open leaf ranges ``[lo, hi)`` (vectorised): for every
     depth k, a left run and a right run of whole nodes at that depth, as index intervals
     ``(start, stop)`` (empty when ``start == stop``).  At most ``2(b−1)`` nodes per depth.
+    ``top=1`` never uses the root (for trees whose root is not measured).
 ``canonical_answer(levels, lo, hi, fanout)``
     Range sums from a (not necessarily consistent) tree by the canonical decomposition.
 ``canonical_variance(lo, hi, fanout, height, level_variance)``
@@ -53,6 +54,19 @@ API
     ``wᵀ (AᵀΣ⁻¹A)⁻¹ w`` computed with one run of the two-pass algorithm (the estimator maps
     a leaf-only measurement vector ``Σ_leaf · w`` to ``(AᵀΣ⁻¹A)⁻¹ w``). ``weights`` has shape
     ``(..., b**h)``; batch dimensions give many queries at once.
+``level_square_sums(lo, hi, fanout, height)``
+    ``S[k] = Σ_{nodes v at depth k} |leaves(v) ∩ [lo, hi)|²`` for every depth (vectorised, O(h)
+    per range); ``S[height]`` is the range length and ``S[0]`` its square.
+``range_variance(lo, hi, fanout, level_variance)``
+    The exact variance of a range sum after :func:`consistent_tree` in closed form, O(h) per
+    range (no leaf vectors): with ``V_h = σ²_h``, ``r_k = σ²_k / (σ²_k + b·V_{k+1})`` (1 for an
+    unmeasured level), ``V_k = r_k·b·V_{k+1}``, ``g_h = σ²_h`` and ``g_k = r_k·g_{k+1}``,
+
+    ``Var = g_h·|R| + Σ_{k<h} (g_k − g_{k+1})·S[k] / b^(h−k)``.
+
+    (Derivation: with leaf measurements ``σ²_h·1_R`` the up pass gives ``z[v] = g_k·|v ∩ R|``;
+    the down pass adds ``(g_k − g_{k+1})|p ∩ R| / b`` per level to every child of ``p``; summing
+    the leaves of R gives the formula. It equals :func:`consistent_variance`; see the tests.)
 ``range_weights(lo, hi, n_leaves)``
     0/1 weight rows for ranges, for :func:`consistent_variance`.
 
@@ -87,6 +101,8 @@ __all__ = [
     "canonical_answer",
     "canonical_variance",
     "consistent_variance",
+    "level_square_sums",
+    "range_variance",
     "range_weights",
 ]
 
@@ -261,23 +277,30 @@ def _weighted(lv: list[FloatArray], b: int, v: FloatArray) -> list[FloatArray]:
 
 
 def canonical_runs(
-    lo: ArrayLike, hi: ArrayLike, fanout: int, height: int
+    lo: ArrayLike, hi: ArrayLike, fanout: int, height: int, top: int = 0
 ) -> list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]]:
     """Canonical decomposition of leaf ranges ``[lo, hi)``, per depth, root first.
 
     Returns ``height + 1`` tuples ``(left_start, left_stop, right_start, right_stop)`` of node
     indices at that depth (each array has the shape of ``lo``); a run is empty when
     ``start == stop``. The union of the runs' leaves is exactly ``[lo, hi)``, without overlap.
+    Depths above ``top`` are never used (their runs are empty): ``top=1`` avoids the root.
     """
     b = _check_fanout(fanout)
+    if not 0 <= top <= height:
+        raise InvalidParameterError(f"top must lie in 0..{height}, got {top}")
     a = np.asarray(lo, dtype=np.int64).copy()
     c = np.asarray(hi, dtype=np.int64).copy()
     active = c > a
     runs = []
-    for _ in range(height, -1, -1):
+    zero = np.zeros_like(a)
+    for depth in range(height, -1, -1):
+        if depth < top:
+            runs.append((zero, zero, zero, zero))
+            continue
         up_lo = -(-a // b)  # ceil
         up_hi = c // b
-        go_up = active & (up_lo < up_hi)
+        go_up = active & (up_lo < up_hi) & (depth > top)
         # ranges that do not contain a whole parent: take them entirely here as the left run
         stop_here = active & ~go_up
         ls = np.where(go_up, a, np.where(stop_here, a, 0))
@@ -313,17 +336,97 @@ def canonical_variance(
     fanout: int,
     height: int,
     level_variance: Sequence[float] | ArrayLike,
+    top: int = 0,
 ) -> FloatArray:
-    """Variance of :func:`canonical_answer` with independent node noise of the given variances."""
+    """Variance of :func:`canonical_answer` with independent node noise of the given variances.
+
+    ``top``: the first depth used (levels above it are not measured; see :func:`canonical_runs`).
+    """
     v = np.asarray(level_variance, dtype=np.float64).reshape(-1)
     if v.size != height + 1:
         raise InvalidParameterError(f"level_variance needs {height + 1} values, got {v.size}")
-    runs = canonical_runs(lo, hi, fanout, height)
+    runs = canonical_runs(lo, hi, fanout, height, top)
     total = np.zeros(np.shape(lo), dtype=np.float64)
     for vk, (ls, le, rs, re) in zip(v, runs, strict=True):
-        n = (le - ls) + (re - rs)
-        total += np.where(n > 0, n * vk, 0.0)
+        n = ((le - ls) + (re - rs)).astype(np.float64)
+        if np.any(n > 0):
+            total += np.multiply(n, vk, out=np.zeros_like(total), where=n > 0)
     return total
+
+
+def level_square_sums(lo: ArrayLike, hi: ArrayLike, fanout: int, height: int) -> FloatArray:
+    """``S[..., k] = Σ_{nodes v at depth k} |leaves(v) ∩ [lo, hi)|²``, root first (vectorised).
+
+    Shape ``(*lo.shape, height + 1)``. A range meets at most two nodes of a depth partially, so
+    each entry costs O(1): ``left² + right² + (#whole nodes)·W²`` with ``W = b^(h−k)``.
+
+    >>> level_square_sums(np.array([1]), np.array([7]), 2, 3).tolist()   # 8 leaves, [1, 7)
+    [[36.0, 18.0, 10.0, 6.0]]
+    """
+    b = _check_fanout(fanout)
+    lo_a = np.asarray(lo, dtype=np.int64)
+    hi_a = np.asarray(hi, dtype=np.int64)
+    out = np.zeros((*lo_a.shape, height + 1), dtype=np.float64)
+    nonempty = hi_a > lo_a
+    last = np.maximum(hi_a - 1, lo_a)
+    for k in range(height + 1):
+        w = b ** (height - k)
+        a = lo_a // w
+        c = last // w
+        same = a == c
+        left = ((a + 1) * w - lo_a).astype(np.float64)
+        right = (hi_a - c * w).astype(np.float64)
+        full = np.maximum(c - a - 1, 0).astype(np.float64)
+        length = (hi_a - lo_a).astype(np.float64)
+        s = np.where(same, length**2, left**2 + right**2 + full * float(w) ** 2)
+        out[..., k] = np.where(nonempty, s, 0.0)
+    return out
+
+
+def _gains(fanout: int, v: FloatArray) -> FloatArray:
+    """``g_k`` of :func:`range_variance` for per-level variances ``v`` (root first)."""
+    h = v.size - 1
+    g = np.empty(h + 1)
+    g[h] = v[h]
+    big_v = v[h]
+    for k in range(h - 1, -1, -1):
+        u = fanout * big_v
+        if np.isfinite(v[k]):
+            r = v[k] / (v[k] + u)
+            big_v = r * u
+        else:
+            r = 1.0
+            big_v = u
+        g[k] = r * g[k + 1]
+    return g
+
+
+def range_variance(
+    lo: ArrayLike,
+    hi: ArrayLike,
+    fanout: int,
+    level_variance: Sequence[float] | ArrayLike,
+) -> FloatArray:
+    """Exact variance of the range sums ``[lo, hi)`` after :func:`consistent_tree`, O(h) each.
+
+    ``level_variance`` holds one noise variance per level, root first (``inf``: not measured;
+    the leaves must be measured). The closed form is in the module docstring; it equals
+    :func:`consistent_variance` on 0/1 range rows without building them.
+
+    >>> v = range_variance(np.array([0, 3]), np.array([8, 5]), 2, [np.inf, 1.0, 1.0, 1.0])
+    >>> [round(float(x), 4) for x in v]
+    [1.1429, 1.2381]
+    """
+    b = _check_fanout(fanout)
+    v = _variances(level_variance, np.asarray(level_variance).size)
+    assert v is not None
+    h = v.size - 1
+    s = level_square_sums(lo, hi, b, h)
+    g = _gains(b, v)
+    total = g[h] * s[..., h]
+    for k in range(h):
+        total = total + (g[k] - g[k + 1]) * s[..., k] / float(b) ** (h - k)
+    return np.asarray(total, dtype=np.float64)
 
 
 def range_weights(lo: ArrayLike, hi: ArrayLike, n_leaves: int) -> FloatArray:
