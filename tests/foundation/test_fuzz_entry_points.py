@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +33,20 @@ import fugu
 from fugu.errors import MAX_EPSILON, MIN_EPSILON, FuguError, InvalidParameterError
 from fugu.mechanism import check_epsilon_range, epsilon_range
 
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-MEDIUM = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+# Deterministic in CI (derandomize); FUGU_FUZZ_RANDOM=1 explores new inputs on every run.
+_DERANDOMIZE = os.environ.get("FUGU_FUZZ_RANDOM") != "1"
+FAST = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=_DERANDOMIZE,
+    suppress_health_check=list(HealthCheck),
+)
+MEDIUM = settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=_DERANDOMIZE,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 def fugu_error_or_result(fn: Callable[[], Any]) -> tuple[Any, FuguError | None]:
@@ -399,7 +412,8 @@ def test_range_query_answer_is_brute_force_or_refused(conds: dict[str, Any]) -> 
             assert k in ("a", "c")
             if k == "a":
                 lo, hi = (v, v) if not isinstance(v, tuple | list) else v
-                assert b[0, 0] == lo and b[0, 1] == hi + 1
+                # numeric strings ("3") are read as numbers, as the CLI writes them
+                assert b[0, 0] == float(lo) and b[0, 1] == float(hi) + 1
 
 
 @pytest.mark.parametrize("bad", [None, 5, "a=1", [1, 2], [[("a", 1)]], {"a"}])
