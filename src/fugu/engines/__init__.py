@@ -25,8 +25,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .numpy_engine import bincount_chunked, columns_of, sum_partials
+from .partial_core import ENGINES, check_engine
 from .partials import (
-    ENGINES,
     CountKey,
     DomainKey,
     Partial,
@@ -52,14 +52,6 @@ __all__ = [
     "partial_sums",
     "sum_partials",
 ]
-
-
-def check_engine(engine: str) -> str:
-    from ..errors import InvalidParameterError
-
-    if engine not in ENGINES:
-        raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
-    return engine
 
 
 def default_file_engine(path: Any, sql: str | None = None) -> str:

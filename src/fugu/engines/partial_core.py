@@ -21,7 +21,21 @@ from numpy.typing import NDArray
 
 from ..errors import DomainError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["Batch", "CountKey", "DomainKey", "Partial", "add_partials"]
+__all__ = ["ENGINES", "Batch", "CountKey", "DomainKey", "Partial", "add_partials", "check_engine"]
+
+ENGINES = ("numpy", "duckdb", "spark")
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` if it names an engine, else a clear error listing them.
+
+    >>> check_engine("duckdb")
+    'duckdb'
+    """
+    if engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
+    return engine
+
 
 Partial = np.ndarray | dict[str, np.ndarray]
 Batch = Mapping[str, Any]

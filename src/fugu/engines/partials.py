@@ -64,6 +64,7 @@ from numpy.typing import NDArray
 from ..errors import DomainError, EmptyDataError, FuguError, InvalidParameterError, InvalidTypeError
 from .numpy_engine import CHUNK_ROWS, columns_of
 from .partial_core import (
+    ENGINES,
     Batch,
     CountKey,
     DomainKey,
@@ -71,11 +72,11 @@ from .partial_core import (
     _as_partial,
     _CountPartial,
     add_partials,
+    check_engine,
 )
 
-ENGINES = ("numpy", "duckdb", "spark")
-
 __all__ = [
+    "ENGINES",
     "CountKey",
     "DomainKey",
     "Partial",
@@ -197,8 +198,6 @@ def partial_sums(
     FuguError
         errors raised by ``partial`` keep their class; on Spark they name the partition.
     """
-    from . import check_engine
-
     check_engine(engine)
     cols = list(columns)
     if not cols:
@@ -266,8 +265,6 @@ def partial_counts(
     >>> partial_counts(data, lambda b: b["x"], 3, columns=["x"], weights="w").tolist()
     [20, 0, 40]
     """
-    from . import check_engine
-
     check_engine(engine)
     size = int(size)
     if size < 1:
