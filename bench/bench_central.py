@@ -234,6 +234,101 @@ def bench_census_analytic(n_queries: int) -> None:
     print(f"(privelet+ = plain='auto' -> {fugu.central.choose_plain(dom)} untransformed)")
 
 
+def bench_bigcube(n_records: int, occ_groups: int, income: int, reps: int) -> None:
+    """(g) Issue 16 item 2: Privelet+ and hierarchical on a ~1.6 M-cell 4-D cube, as ratios to
+    the histogram build measured in the same process, with a stage breakdown."""
+    import importlib
+
+    from fugu.central import wavelets
+
+    hmod = importlib.import_module("fugu.central.hierarchical")
+    pmod = importlib.import_module("fugu.central.privelet")
+
+    dom = census_domain(occ_groups, 16, income)
+    recs = census_records(n_records, dom)
+
+    def cpu(fn: Callable[[], Any]) -> tuple[Any, float]:
+        best, out = float("inf"), None
+        for _ in range(reps):
+            c = time.process_time()
+            out = fn()
+            best = min(best, time.process_time() - c)
+        return out, best
+
+    hist, c_hist = cpu(lambda: fugu.Histogram.from_records(recs, dom))
+    print(
+        f"\n(g) 4-D cube {dom.shape} = {dom.size:,} cells from {n_records:,} records, eps = 1; "
+        f"CPU seconds, best of {reps} (shared machine)"
+    )
+    print(f"{'step':<58} {'CPU s':>7} {'x hist':>7}")
+    print(f"{'histogram build (encode + bincount)':<58} {c_hist:>7.3f} {1.0:>7.2f}")
+    rows: list[tuple[str, Callable[[], Any]]] = [
+        ("laplace (one secure sample per cell)", lambda: fugu.central.laplace(hist, 1.0)),
+        ("privelet+ plain='auto'", lambda: fugu.central.privelet(hist, 1.0, plain="auto")),
+        (
+            "privelet+ age, sex plain (occupation, income transformed)",
+            lambda: fugu.central.privelet(hist, 1.0, plain=["age", "sex"]),
+        ),
+        ("privelet (everything transformed)", lambda: fugu.central.privelet(hist, 1.0, plain=None)),
+    ]
+    hmod._PLAN_CACHE.clear()
+    _, c_plan = cpu(lambda: (hmod._PLAN_CACHE.clear(), hmod.plan_trees(dom)))
+    rows.append(("hierarchical (plan cached)", lambda: fugu.central.hierarchical(hist, 1.0)))
+    for name, fn in rows:
+        _, c = cpu(fn)
+        print(f"{name:<58} {c:>7.3f} {c / c_hist:>7.2f}")
+    print(
+        f"{'  hierarchical planning (once per domain; public)':<58} {c_plan:>7.3f} "
+        f"{c_plan / c_hist:>7.2f}"
+    )
+    # stage breakdown (the same internals the releases call)
+    src = fugu.RandomSource()
+    ts = pmod.privelet_transforms(dom, ["age", "sex"])
+    x = hist.counts.astype(np.float64)
+    coef, c_fwd = cpu(lambda: np.ascontiguousarray(wavelets.hn_forward(x, ts)))
+    w = wavelets.hn_weights(ts)
+    sens = pmod.coefficient_sensitivity(ts, "replace")
+    mc = pmod._max_changed(ts, 2)
+    _, c_noise = cpu(lambda: pmod.noise_coefficients(coef * w, sens, 1.0, src, mc, []))
+    _, c_inv = cpu(lambda: wavelets.hn_inverse(wavelets.hn_project(coef, ts), ts))
+    print(
+        "  privelet+ (age, sex plain) stages: "
+        f"forward {c_fwd:.3f}, grid noise {c_noise:.3f}, project+inverse {c_inv:.3f} s"
+    )
+    trees = hmod.axis_trees(dom)
+    layout_fn = lambda: _layout(hist, trees)  # noqa: E731
+    lay, c_lay = cpu(layout_fn)
+    noisy, c_hn = cpu(lambda: hmod._noise_layout(lay, trees, 1.0, 2, src))
+    const, factors, _ = hmod._level_factors(trees, 1.0, 2)
+
+    def ls() -> Any:
+        est = noisy
+        for ax, t in enumerate(trees):
+            if t.h == 0:
+                continue
+            moved = np.moveaxis(est, ax, -1)
+            leaves = hmod.consistent_tree(hmod._split_layout(moved, t), t.b, factors[ax])[-1]
+            est = np.moveaxis(leaves, -1, ax)
+        return est
+
+    _, c_ls = cpu(ls)
+    print(
+        f"  hierarchical stages (trees {[(t.b, t.h) for t in trees]}, layout "
+        f"{lay.size:,} nodes): layout {c_lay:.3f}, noise {c_hn:.3f}, least squares "
+        f"{c_ls:.3f} s"
+    )
+
+
+def _layout(hist: fugu.Histogram, trees: Any) -> Any:
+    import importlib
+
+    hmod = importlib.import_module("fugu.central.hierarchical")
+    layout = np.asarray(hist.counts, dtype=np.int64)
+    for ax, t in enumerate(trees):
+        layout = hmod._to_layout(layout, ax, t)
+    return layout
+
+
 PEER_PY = "/work/peers-venv/bin/python"
 EKTELO_SRC = "/work/peers-src/ektelo-repo"
 
@@ -389,6 +484,8 @@ def main() -> None:
             bench_census(300_000, 8, 8, 50)
         if part in (None, "hb"):
             bench_hb([256, 1024, 4096], reps=4, n_queries=1000)
+        if part in (None, "bigcube"):
+            bench_bigcube(200_000, 2, 16, reps=1)
     else:
         if part in (None, "1d"):
             bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
@@ -400,6 +497,8 @@ def main() -> None:
             bench_census(10_000_000, 32, 16, 200)
         if part in (None, "hb"):
             bench_hb([256, 1024, 4096, 16384, 65536], reps=20, n_queries=2000)
+        if part in (None, "bigcube"):
+            bench_bigcube(2_000_000, 8, 64, reps=3)
 
 
 if __name__ == "__main__":

@@ -244,10 +244,15 @@ def _hay(lv: list[FloatArray], b: int) -> list[FloatArray]:
     out: list[FloatArray] = [np.empty(0)] * (h + 1)
     out[0] = z[0]
     for k in range(1, h + 1):
-        s = _child_sums(z[k], b)
-        resid = (out[k - 1] - s) / b
-        out[k] = z[k] + np.repeat(resid, b, axis=-1)
+        out[k] = _add_to_children(z[k], out[k - 1], b)
     return out
+
+
+def _add_to_children(zk: FloatArray, parent: FloatArray, b: int) -> FloatArray:
+    """``zk + repeat((parent − Σ children of zk) / b, b)`` without materialising the repeat."""
+    kids = zk.reshape(*zk.shape[:-1], zk.shape[-1] // b, b)
+    resid = (parent - kids.sum(axis=-1)) / b
+    return (kids + resid[..., None]).reshape(zk.shape)
 
 
 def _weighted(lv: list[FloatArray], b: int, v: FloatArray) -> list[FloatArray]:
@@ -270,9 +275,7 @@ def _weighted(lv: list[FloatArray], b: int, v: FloatArray) -> list[FloatArray]:
     out: list[FloatArray] = [np.empty(0)] * (h + 1)
     out[0] = z[0]
     for k in range(1, h + 1):
-        s = _child_sums(z[k], b)
-        resid = (out[k - 1] - s) / b  # V[c]/U = 1/b: siblings share a variance
-        out[k] = z[k] + np.repeat(resid, b, axis=-1)
+        out[k] = _add_to_children(z[k], out[k - 1], b)  # V[c]/U = 1/b: siblings share V
     return out
 
 
