@@ -147,3 +147,18 @@ def test_grid_start_passes_audit_and_half_noise_fails() -> None:
     half = GridSpec(spec.bins, spec.shape, 1.0, "half")
     res = audit(_grid_mech(half, eps), d1, d2, eps, n_runs=40_000, vectorised=True)
     assert not res.passed, str(res)
+
+
+def test_paper_experiment_accepts_auto_settings() -> None:
+    """The objective-ratio tool (and `fugu kmeans --report`) also takes n_iter/size_fraction
+    "auto": Su et al.'s plan per policy and ε, from the experiment's common public start."""
+    from fugu.blowfish.kmeans_experiment import objective_ratio_experiment
+
+    X = blobs()[:600]
+    auto = objective_ratio_experiment(
+        X, DOM, [None], epsilons=[0.5], repetitions=3, n_iter="auto", size_fraction="auto"
+    )
+    paper = objective_ratio_experiment(X, DOM, [None], epsilons=[0.5], repetitions=3)
+    assert auto.row("laplace", 0.5).mean < paper.row("laplace", 0.5).mean
+    with pytest.raises(fugu.errors.InvalidParameterError, match="n_iter"):
+        objective_ratio_experiment(X, DOM, [None], epsilons=[0.5], repetitions=1, n_iter="many")

@@ -46,6 +46,7 @@ from .kmeans import (
     lloyd,
     random_init,
     secret_graph,
+    su_plan,
 )
 
 __all__ = ["RatioRow", "KMeansExperiment", "objective_ratio_experiment", "PAPER_EPSILONS"]
@@ -193,10 +194,10 @@ def objective_ratio_experiment(
     *,
     epsilons: Sequence[float] = PAPER_EPSILONS,
     n_clusters: int = 4,
-    n_iter: int = 10,
+    n_iter: int | str = 10,
     repetitions: int = 50,
     sensitivity: str = "safe",
-    size_fraction: float = 0.5,
+    size_fraction: float | str = 0.5,
     seed: int = 0,
     dataset: str = "data",
     names: Sequence[str] | None = None,
@@ -212,6 +213,11 @@ def objective_ratio_experiment(
         Total ε of one fit (all iterations); default the paper's 0.1, 0.2, …, 1.0.
     sensitivity : "safe" or "paper"
         Calibration mode (see :mod:`fugu.blowfish.kmeans`); ``paper`` reproduces the paper.
+    n_iter, size_fraction : int / float, or "auto"
+        The paper's 10 updates and equal split by default; ``"auto"`` uses Su et al.'s plan
+        (:func:`fugu.blowfish.kmeans.su_plan`) for each policy and ε, as ``KMeans`` does (the
+        non-private reference then runs 10 iterations). Every run starts from the same public
+        uniform start (the experiment's design), never from the private grid start.
     seed : int
         Seeds the public starts and the (reproducible, non-private) noise.
     names : list of str, optional
@@ -224,7 +230,14 @@ def objective_ratio_experiment(
     if sensitivity not in MODES:
         raise InvalidParameterError(f"sensitivity must be 'safe' or 'paper', got {sensitivity!r}")
     k = check_positive_int(n_clusters, "n_clusters", 1)
-    iters = check_positive_int(n_iter, "n_iter", 1)
+    auto_iter = isinstance(n_iter, str)
+    if auto_iter and n_iter != "auto":
+        raise InvalidParameterError(f"n_iter must be 'auto' or an integer >= 1, got {n_iter!r}")
+    iters = 10 if auto_iter else check_positive_int(n_iter, "n_iter", 1)
+    if isinstance(size_fraction, str) and size_fraction != "auto":
+        raise InvalidParameterError(
+            f"size_fraction must be 'auto' or a number in (0, 1), got {size_fraction!r}"
+        )
     reps = check_positive_int(repetitions, "repetitions", 1)
     eps_list = [check_epsilon(e) for e in epsilons]
     if not policies:
@@ -262,8 +275,11 @@ def objective_ratio_experiment(
         noise = RandomSource(seed=seed * 1_000_003 + 500_009 + r)
         for name, assign, (s_size, s_sum) in setups:
             for e in eps_list:
-                plans = [IterationPlan.split(e / iters, s_size, s_sum, size_fraction)] * iters
-                centres, _ = lloyd(points, init, iters, grid, assign, plans, noise)
+                su = su_plan(points.shape[0], k, grid.high - grid.low, e, s_size, s_sum)
+                t = su.n_iter if auto_iter else iters
+                frac = su.size_fraction if isinstance(size_fraction, str) else size_fraction
+                plans = [IterationPlan.split(e / t, s_size, s_sum, frac)] * t
+                centres, _ = lloyd(points, init, t, grid, assign, plans, noise)
                 obj = kmeans_objective(points, centres)
                 objectives[(name, e)].append(obj)
                 ratios[(name, e)].append(obj / base if base > 0 else float("inf"))
