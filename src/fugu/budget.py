@@ -238,7 +238,8 @@ class Accountant:
         A reader never sees a half-written file. ``save`` alone does not lock: to share a ledger
         between processes use :func:`ledger_file`, which locks around read-check-spend-write.
         """
-        _atomic_write(Path(path), json.dumps(self.to_dict(), indent=2) + "\n")
+        # through a symlink: replace the file it points to, not the link
+        _atomic_write(Path(os.path.realpath(path)), json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Accountant:
@@ -400,6 +401,12 @@ def _umask() -> int:
     return mask
 
 
+def _lock_path(p: Path) -> Path:
+    """``<real path>.lock``: every name of one ledger (symlinks, relative paths) shares a lock."""
+    real = Path(os.path.realpath(p))
+    return real.with_name(real.name + ".lock")
+
+
 def _lock_module() -> Any:
     try:
         import fcntl
@@ -466,7 +473,7 @@ def ledger_file(
         raise LedgerError(
             f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
         )
-    lock_path = p.with_name(p.name + ".lock")
+    lock_path = _lock_path(p)
     try:
         lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block
     except OSError as exc:
@@ -522,7 +529,7 @@ def create_ledger(
     fcntl = _lock_module()
     p = Path(path)
     acct = Accountant(Budget(total, model=model, policy=policy))
-    lock_path = p.with_name(p.name + ".lock")
+    lock_path = _lock_path(p)
     try:
         lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held while creating
     except OSError as exc:

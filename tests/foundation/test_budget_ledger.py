@@ -430,3 +430,14 @@ def test_one_accountant_shared_by_threads_never_overspends() -> None:
     assert again == acct and copy.deepcopy(acct) == acct
     with pytest.raises(BudgetExceededError):  # the unpickled copy has a working lock
         again.spend(1e-3, "after unpickling")
+
+
+def test_symlinked_ledger_shares_the_lock_and_stays_a_link(tmp_path: Path) -> None:
+    real = _init(tmp_path / "real.json")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    with ledger_file(link) as acct:
+        acct.spend(0.5, "via the link")
+    assert link.is_symlink()
+    assert Accountant.load(real).spent == pytest.approx(0.5)
+    assert (tmp_path / "real.json.lock").exists() and not (tmp_path / "link.json.lock").exists()
