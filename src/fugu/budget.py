@@ -41,8 +41,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -362,9 +362,11 @@ def _check_number(value: Any, name: str, bad: Any) -> float:
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and rename."""
     folder = path.parent if str(path.parent) else Path(".")
+    tmp = folder / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        # O_EXCL on a random name; 0o666 filtered by the umask, as a plain open() would
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as exc:
         raise LedgerError(f"cannot write ledger {str(path)!r}: {exc}") from None
     try:
@@ -374,8 +376,6 @@ def _atomic_write(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
-        else:
-            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -393,12 +393,6 @@ def _atomic_write(path: Path, text: str) -> None:
         pass
     finally:
         os.close(dfd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _lock_path(p: Path) -> Path:

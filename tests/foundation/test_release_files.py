@@ -281,3 +281,17 @@ def test_non_finite_arrays_refused(tmp_path: Path, good: Path, value: float) -> 
     est = arrays["a_estimate"].copy()
     est[1, 1] = value
     _refused(_write(tmp_path / "nf.npz", header, {**arrays, "a_estimate": est}), "NaN or infinite")
+
+
+def test_save_is_atomic_and_keeps_umask_permissions(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        p = _release().save(tmp_path / "r.npz")
+    finally:
+        os.umask(old)
+    assert sorted(os.listdir(tmp_path)) == ["r.npz"]
+    assert stat.S_IMODE(p.stat().st_mode) == 0o640
+    fugu.Release.load(p)
