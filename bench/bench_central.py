@@ -329,6 +329,56 @@ def _layout(hist: fugu.Histogram, trees: Any) -> Any:
     return layout
 
 
+def hb_intervals(n: int) -> list[tuple[int, int]]:
+    """The internal nodes of H_b (root excluded) as half-open intervals, split the way the
+    published plan and Ektelo do it: b parts per node (Qardaji's b for n), a node of length L
+    split at ceil(L/b·(i+1)) when b does not divide L, singletons when b > L; leaves are
+    measured separately (identity)."""
+    b = fugu.central.qardaji_branching(n)
+    out: list[tuple[int, int]] = []
+    todo = [(0, n)]
+    first = True
+    while todo:
+        lo, hi = todo.pop()
+        length = hi - lo
+        if not first and length > 1:
+            out.append((lo, hi))
+        first = False
+        if length <= 1:
+            continue
+        if b >= length:
+            continue  # children are single cells: the identity leaves
+        if length % b:
+            cuts = [0] + [int(np.ceil(length / b * (i + 1))) for i in range(b - 1)] + [length]
+        else:
+            cuts = [i * (length // b) for i in range(b + 1)]
+        todo.extend((lo + c0, lo + c1) for c0, c1 in zip(cuts[:-1], cuts[1:], strict=True))
+    return out
+
+
+def hb_exact_mse(n: int, bounds: Any, epsilon: float = 1.0) -> float:
+    """Exact mean squared error of H_b (continuous Laplace, add/remove, unweighted least squares)
+    on ranges ``bounds`` (m, 2): Var(wᵀx̂) = σ² wᵀ(I + BBᵀ)⁻¹w by Woodbury, B the node
+    indicators (n × K): wᵀw − (Bᵀw)ᵀ(I + BᵀB)⁻¹(Bᵀw)."""
+    nodes = np.asarray(hb_intervals(n), dtype=np.int64).reshape(-1, 2)
+    depth = np.ones(n)
+    for lo, hi in nodes:
+        depth[lo:hi] += 1
+    sens = float(depth.max())
+    sigma2 = 2.0 * (sens / epsilon) ** 2
+    lo_n, hi_n = nodes[:, 0], nodes[:, 1]
+    gram = np.maximum(
+        0, np.minimum(hi_n[:, None], hi_n[None, :]) - np.maximum(lo_n[:, None], lo_n[None, :])
+    ).astype(np.float64)
+    inv = np.linalg.inv(np.eye(len(nodes)) + gram)
+    q_lo, q_hi = bounds[:, 0], bounds[:, 1]
+    bw = np.maximum(
+        0, np.minimum(hi_n[None, :], q_hi[:, None]) - np.maximum(lo_n[None, :], q_lo[:, None])
+    ).astype(np.float64)
+    var = (q_hi - q_lo) - np.einsum("ij,jk,ik->i", bw, inv, bw)
+    return float(np.mean(var) * sigma2)
+
+
 PEER_PY = "/work/peers-venv/bin/python"
 EKTELO_SRC = "/work/peers-src/ektelo-repo"
 
@@ -420,16 +470,7 @@ def bench_hb(sizes: list[int], reps: int, n_queries: int) -> None:
         meas_se = float(np.std(mse) / np.sqrt(reps) / (2 * meas))
         # H_b's exact error where its tree is complete (b^h = n): the published plan with
         # continuous Laplace noise (Ektelo's), which is fugu's budget="uniform" formula
-        rule = fugu.central.hierarchical(
-            hist, 1.0, budget="uniform", neighbours="add-remove", rng=fugu.RandomSource(seed=0)
-        )
-        rt = rule.trees[0]
-        hb_exact = float("nan")
-        if rt.leaves == rt.n:
-            v_disc = hierarchical_variance(dom, b, 1.0, budget="uniform", neighbours="add-remove")
-            s = float(rt.h)  # node scale h/ε: continuous variance 2s², discrete below it
-            ratio = 2 * s * s / float(fugu.noise.discrete_laplace_variance(s))
-            hb_exact = float(np.sqrt(np.mean(v_disc) * ratio))
+        hb_exact = float(np.sqrt(hb_exact_mse(dom.size, b[:, 0, :])))
         ek = _ektelo_hb(hist.counts, b[:, 0, :], truth, reps)
         if ek is None:
             hb = float(
@@ -451,15 +492,15 @@ def bench_hb(sizes: list[int], reps: int, n_queries: int) -> None:
                 np.mean(b[:, 0, 1] - b[:, 0, 0]) * float(fugu.noise.discrete_laplace_variance(1.0))
             )
         )
-        ref = hb_exact if np.isfinite(hb_exact) else hb
+        ref = hb_exact
         print(
             f"{label:>7} {plan:<22} {pred:>9.2f} {meas:>8.2f}+-{meas_se:<5.2f} {hb_txt:>15} "
             f"{hb_exact:>9.2f} {lap_f:>8.2f} {pred / ref:>8.3f} {pred / lap_f:>8.3f}"
         )
         del lap
     print(
-        "(fugu/H_b uses fugu's exact prediction over H_b's exact error where its tree is "
-        "complete, else over Ektelo's measured RMSE. Laplace is fugu's discrete Laplace.)"
+        "(fugu/H_b = fugu's exact prediction / H_b's exact error (Ektelo's tree, continuous "
+        "Laplace, Woodbury); the measured columns check both. Laplace: fugu's discrete Laplace.)"
     )
 
 
