@@ -375,7 +375,7 @@ def hb_exact_mse(n: int, bounds: Any, epsilon: float = 1.0) -> float:
     bw = np.maximum(
         0, np.minimum(hi_n[None, :], q_hi[:, None]) - np.maximum(lo_n[None, :], q_lo[:, None])
     ).astype(np.float64)
-    var = (q_hi - q_lo) - np.einsum("ij,jk,ik->i", bw, inv, bw)
+    var = (q_hi - q_lo) - np.sum((bw @ inv) * bw, axis=1)
     return float(np.mean(var) * sigma2)
 
 
