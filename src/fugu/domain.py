@@ -494,6 +494,16 @@ class Nominal:
         if isinstance(h, Mapping):
             h = Hierarchy.from_dict(h)
         elif not isinstance(h, Hierarchy):
+            if isinstance(h, str | bytes) or not isinstance(h, Iterable):
+                raise InvalidTypeError(
+                    f"attribute {name!r}: values must be a list of values, a Hierarchy or a "
+                    f"mapping, got {h!r}"
+                    + (
+                        f"; write Nominal({name!r}, [{h!r}]) for one value"
+                        if isinstance(h, str)
+                        else ""
+                    )
+                )
             values = [str(v) for v in h]
             if not values:
                 raise InvalidParameterError(
@@ -634,6 +644,13 @@ class Domain:
     attributes: tuple[Attribute, ...]
 
     def __init__(self, attributes: Iterable[Attribute]) -> None:
+        if isinstance(attributes, Ordinal | Nominal | str | bytes) or not isinstance(
+            attributes, Iterable
+        ):
+            raise InvalidTypeError(
+                f"a domain takes a list of Ordinal/Nominal attributes, got {attributes!r}; "
+                f"e.g. Domain([Ordinal('age', 0, 99)])"
+            )
         attrs = tuple(attributes)
         if not attrs:
             raise InvalidParameterError("a domain needs at least one attribute")
