@@ -46,7 +46,9 @@ from numpy.typing import NDArray
 from ..domain import Domain
 from ..errors import InvalidParameterError, ReportError, check_positive_int
 from ..inference.ldp_post import (
+    INTERPOLATIONS,
     GridEstimate,
+    cell_values,
     consistent_grids,
     estimate_from_pairs,
     response_matrix,
@@ -299,6 +301,7 @@ class GridProtocol(LDPProtocol):
         estimator: str = "full",
         max_iter: int = 100,
         tol: float = 1.0,
+        interpolation: str = "pchip",
     ) -> None:
         super().__init__(domain, epsilon)
         d = domain.ndim
@@ -311,6 +314,11 @@ class GridProtocol(LDPProtocol):
             raise InvalidParameterError(f"oracle must be one of {ORACLES}, got {oracle!r}")
         if estimator not in ESTIMATORS:
             raise InvalidParameterError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        if interpolation not in INTERPOLATIONS:
+            raise InvalidParameterError(
+                f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}"
+            )
+        self.interpolation = interpolation
         for name, a in (("alpha1", alpha1), ("alpha2", alpha2)):
             if not (isinstance(a, int | float) and math.isfinite(a) and a > 0):
                 raise InvalidParameterError(f"{name} must be a positive number, got {a!r}")
@@ -408,6 +416,7 @@ class GridProtocol(LDPProtocol):
             "estimator": self.estimator,
             "max_iter": self.max_iter,
             "tol": self.tol,
+            "interpolation": self.interpolation,
             "g2": self._g2_given,
         }
         if self.hybrid:
@@ -603,21 +612,26 @@ class GridProtocol(LDPProtocol):
         post, rounds = consistent_grids(grids, float(n), max_iter=self.max_iter, tol=self.tol)
         matrices: dict[tuple[str, str], NDArray[np.float64]] = {}
         sweeps = 0
-        if self.hybrid:
-            one = {g.attributes[0]: g for g in post if len(g.attributes) == 1}
+        one = {g.attributes[0]: g for g in post if len(g.attributes) == 1}
+        if not self.hybrid and self.interpolation != "uniform":
+            one = _pair_margins(post)
+        if one:
             for g in post:
                 if len(g.attributes) != 2:
                     continue
                 x, y = g.attributes
-                if self.sizes[names.index(x)] * self.sizes[names.index(y)] > _MAX_MATRIX_CELLS:
+                cells = self.sizes[names.index(x)] * self.sizes[names.index(y)]
+                if cells > _MAX_MATRIX_CELLS:
+                    if not self.hybrid:
+                        continue  # TDG falls back to the uniform guess for this pair
                     raise InvalidParameterError(
-                        f"HDG's response matrix for ({x}, {y}) would have "
-                        f"{self.sizes[names.index(x)] * self.sizes[names.index(y)]:,} cells; "
+                        f"HDG's response matrix for ({x}, {y}) would have {cells:,} cells; "
                         f"coarsen the attributes (fewer values) to at most {_MAX_MATRIX_CELLS:,}"
                     )
                 m, s = response_matrix(
-                    g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol
-                )
+                    g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol,
+                    interpolation=self.interpolation,
+                )  # fmt: skip
                 matrices[(str(x), str(y))] = m
                 sweeps = max(sweeps, s)
         steps: tuple[str, ...] = (
@@ -625,7 +639,16 @@ class GridProtocol(LDPProtocol):
             "ending with Norm-Sub)",
         )
         if self.hybrid:
-            steps += (f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps)",)
+            steps += (
+                f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps), 1-D grids "
+                f"spread over their values by {self.interpolation!r} interpolation",
+            )
+        elif matrices:
+            steps += (
+                "cut cells answered by a response matrix fitted to the 2-D grid and its margins "
+                f"spread over their values by {self.interpolation!r} interpolation "
+                f"({sweeps} sweeps)",
+            )
         steps += (f"lambda-D answers by weighted update, estimator {self.estimator!r}",)
         params = dict(guarantee.parameters)
         params.update(
@@ -641,6 +664,7 @@ class GridProtocol(LDPProtocol):
                 },
                 "alpha1": self.alpha1,
                 "alpha2": self.alpha2,
+                "interpolation": self.interpolation,
             }
         )
         gu = replace(
@@ -649,6 +673,7 @@ class GridProtocol(LDPProtocol):
         return GridRelease(
             self.domain, gu, post, float(n), matrices=matrices, estimator=self.estimator,
             method=self.name, n_groups=self.n_groups, tol=self.tol, max_iter=self.max_iter,
+            interpolation=self.interpolation,
         )  # fmt: skip
 
 
@@ -672,6 +697,27 @@ class _GridClient(Client):
 
 
 # ----------------------------------------------------------------------------- release
+def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
+    """Per attribute, the inverse-variance mean of its margins in the 2-D grids that share
+    its partition (TDG: all of them; after Phase 2 they agree up to the last Norm-Sub)."""
+    acc: dict[Any, list[tuple[NDArray[np.int64], NDArray[np.float64], float]]] = {}
+    for g in grids:
+        if len(g.attributes) != 2:
+            continue
+        for ax, a in enumerate(g.attributes):
+            acc.setdefault(a, []).append(
+                (g.edges[ax], g.counts.sum(axis=1 - ax), g.variance * g.counts.shape[1 - ax])
+            )
+    out = {}
+    for a, lst in acc.items():
+        e0 = lst[0][0]
+        same = [(m, v) for e, m, v in lst if np.array_equal(e, e0)]
+        w = np.array([1.0 / v for _, v in same])
+        mean = np.sum([wi * m for wi, (m, _) in zip(w, same, strict=True)], axis=0) / w.sum()
+        out[a] = GridEstimate((a,), (e0,), mean, float(1.0 / w.sum()))
+    return out
+
+
 def _overlap_weights(
     edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
 ) -> NDArray[np.float64]:
@@ -731,8 +777,14 @@ class GridRelease(Release):
         n_groups: int | None = None,
         tol: float = 1.0,
         max_iter: int = 100,
+        interpolation: str = "uniform",
     ) -> None:
         super().__init__(domain, guarantee)
+        if interpolation not in INTERPOLATIONS:
+            raise InvalidParameterError(
+                f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}"
+            )
+        self.interpolation = interpolation
         if estimator not in ESTIMATORS:
             raise InvalidParameterError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
         self.grids = list(grids)
@@ -755,6 +807,7 @@ class GridRelease(Release):
             else:
                 raise InvalidParameterError("grids must be 1-D or 2-D")
         self._ps: dict[Any, PrefixSums] = {}
+        self._cum: dict[int, NDArray[np.float64]] = {}
 
     # -- answering ---------------------------------------------------------------------------
     def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
@@ -808,15 +861,29 @@ class GridRelease(Release):
         """1-D answers on attribute axis ``a`` (vectorised)."""
         g1 = self._one.get(a)
         if g1 is not None:
-            return _overlap_weights(g1.edges[0], lo, hi) @ g1.counts
-        margins = []
-        for (x, y), g in self._pair.items():
-            if a in (x, y):
-                ax = 0 if x == a else 1
-                margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
-        if not margins:
-            raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
-        return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
+            edges, counts = g1.edges[0], g1.counts
+        else:
+            margins = []
+            for (x, y), g in self._pair.items():
+                if a in (x, y):
+                    ax = 0 if x == a else 1
+                    margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
+            if not margins:
+                raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
+            if self.interpolation == "uniform" or any(
+                not np.array_equal(e, margins[0][0]) for e, _ in margins
+            ):
+                return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
+            edges, counts = margins[0][0], np.mean([m for _, m in margins], axis=0)
+        if self.interpolation == "uniform":
+            return _overlap_weights(edges, lo, hi) @ counts
+        key = ("V", a)
+        if key not in self._ps:
+            v = cell_values(edges, counts, method=self.interpolation)
+            self._cum[a] = np.concatenate([[0.0], np.cumsum(v)])
+            self._ps[key] = PrefixSums(v)
+        cum = self._cum[a]
+        return np.asarray(cum[hi] - cum[lo], dtype=np.float64)
 
     def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
         dom = self._require_domain()
@@ -940,6 +1007,7 @@ class GridRelease(Release):
             "n_groups": self.n_groups,
             "tol": self.tol,
             "max_iter": self.max_iter,
+            "interpolation": self.interpolation,
         }
         return arrays, meta
 
@@ -966,6 +1034,7 @@ class GridRelease(Release):
             domain, guarantee, grids, float(meta["n"]), matrices=matrices,
             estimator=meta["estimator"], method=meta["method"], n_groups=meta["n_groups"],
             tol=meta["tol"], max_iter=meta["max_iter"],
+            interpolation=meta.get("interpolation", "uniform"),
         )  # fmt: skip
 
     def with_estimator(self, estimator: str) -> GridRelease:
@@ -973,7 +1042,7 @@ class GridRelease(Release):
         return GridRelease(
             self._require_domain(), self.guarantee, self.grids, self.n, matrices=self.matrices,
             estimator=estimator, method=self.method, n_groups=self.n_groups, tol=self.tol,
-            max_iter=self.max_iter,
+            max_iter=self.max_iter, interpolation=self.interpolation,
         )  # fmt: skip
 
     def summary(self) -> dict[str, Any]:
