@@ -123,6 +123,10 @@ def test_ldp_refuses_unknown_method_options(
          "--data has no effect with --sql"),
         (["graph", "count", "--graph", "karate", "-e", "1", "-k", "3"], "-k has no effect"),
         (["report", "r.npz", "--engine", "duckdb"], "--engine has no effect without --data"),
+        (["ledger", "init", "x.json", "--total", "1", "--policy", "line"],
+         "--policy has no effect with --model central-dp"),
+        (["recommend", "-a", "age", "-e", "1", "-w", "q.json", "--seed", "3"],
+         "--seed has no effect with a workload file"),
         (["ldp", "simulate", "--data", "synthetic", "-a", "age:0..9"], "--attributes has no"),
     ],
 )  # fmt: skip

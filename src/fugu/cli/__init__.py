@@ -271,6 +271,9 @@ def ledger_init(path: str, total: float, model: str, policy: str | None) -> None
     """Create a ledger with a declared total ε (sequential composition under one model)."""
     from ..budget import Accountant, Budget
 
+    if policy is not None and model != "blowfish":
+        raise click.UsageError(f"--policy has no effect with --model {model} (Blowfish only)")
+
     Accountant(Budget(total, model=model, policy=policy)).save(path)
     click.echo(
         f"ledger {path}: total epsilon {total:g} ({model}{', policy ' + policy if policy else ''})"

@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from ..errors import InvalidParameterError
-from ._common import MechanismEntry, domain_options, emit, load_domain, register_mechanism, table
+from ._common import (
+    MechanismEntry,
+    domain_options,
+    emit,
+    load_domain,
+    refuse_unused,
+    register_mechanism,
+    table,
+)
 
 
 def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
@@ -166,7 +174,9 @@ def register(cli: click.Group) -> None:
         help="Seed of the random workload (public).",
     )
     @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    @click.pass_context
     def recommend(
+        ctx: click.Context,
         data: str,
         attributes: tuple[str, ...],
         domain_file: str | None,
@@ -182,6 +192,8 @@ def register(cli: click.Group) -> None:
         """
         from ..central import recommend as rec_fn
 
+        if not workload.startswith("random"):
+            refuse_unused(ctx, {"seed": "--seed"}, "with a workload file (it seeds random:N)")
         dom = load_domain(data, attributes, domain_file)
         w = _workload(workload, dom, seed)
         rec = rec_fn(dom, w, epsilon, neighbours=neighbours)
