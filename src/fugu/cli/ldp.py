@@ -361,6 +361,7 @@ def register(cli: click.Group) -> None:
         show_default=True,
         help="Without --out: how many estimated cells to print (0: all).",
     )
+    @click.option("--quiet", "-q", is_flag=True, help="No progress bar over the report files.")
     @click.option("--json", "as_json", is_flag=True)
     def aggregate(
         reports: tuple[str, ...],
@@ -369,6 +370,7 @@ def register(cli: click.Group) -> None:
         spark_master: str | None,
         ledger: str | None,
         head: int,
+        quiet: bool,
         as_json: bool,
     ) -> None:
         """Server side: validate and aggregate REPORTS files (one protocol) into a release.
@@ -380,7 +382,7 @@ def register(cli: click.Group) -> None:
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
         with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
-            proto, agg = _aggregate(reports, engine, spark_master)
+            proto, agg = _aggregate(reports, engine, spark_master, quiet or as_json)
             rel = agg.estimate(accountant=acct)  # charged the reports' ε inside the lock
         info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
         if out:
@@ -405,16 +407,19 @@ def register(cli: click.Group) -> None:
         emit(info, as_json, text)
 
     def _aggregate(
-        reports: tuple[str, ...], engine: str | None, spark_master: str | None
+        reports: tuple[str, ...], engine: str | None, spark_master: str | None, quiet: bool
     ) -> tuple[Any, Any]:
         from ..ldp import Reports, protocol_from_header
 
+        bar = _progress(len(reports), "files", quiet) if len(reports) > 1 else None
         if engine is None:
             batches = [Reports.load(p) for p in reports]
             proto = protocol_from_header(batches[0].header())
             agg = proto.aggregator()
             for b in batches:
                 agg.add(b)
+                if bar is not None:
+                    bar.update(1)
         else:
             from ..engines.ldp import read_header
 
@@ -427,6 +432,10 @@ def register(cli: click.Group) -> None:
             for p in reports:
                 part = proto.aggregator_for(p, engine=engine, **opts)
                 agg.merge(part)
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
         return proto, agg
 
 
