@@ -478,8 +478,18 @@ def _number(x: float) -> int | float:
     return int(x) if x.is_integer() and abs(x) < 2**53 else x
 
 
+#: Above this many cells, JSON output leaves the cells out (save the release with --out).
+MAX_JSON_CELLS = 1_000_000
+
+
 def cells_records(rel: Any) -> list[dict[str, Any]] | None:
-    """Every released cell as ``{attribute: label, ..., "count": value}`` (JSON output)."""
+    """Every released cell as ``{attribute: label, ..., "count": value}`` (JSON output).
+
+    None when the release has no dense cells or more than :data:`MAX_JSON_CELLS` of them.
+    """
+    dom = getattr(rel, "domain", None)
+    if dom is not None and dom.size > MAX_JSON_CELLS:
+        return None
     got = _cells(rel, None)
     if got is None:
         return None
