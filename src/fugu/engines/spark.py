@@ -310,6 +310,24 @@ def _raise_partition_error(failed: list[Any]) -> None:
     raise InvalidParameterError(f"{where}: {kind}: {msg}")
 
 
+def coalesce_to_tasks(df: Any) -> tuple[Any, str | None]:
+    """``df`` coalesced to ``spark.default.parallelism`` partitions, and the name of the column
+    holding each row's original partition id (None when nothing was coalesced).
+
+    So one partial per *task* reaches the driver, never one per partition: a DataFrame with
+    thousands of partitions (``createDataFrame`` makes one per 10,000 rows) would otherwise
+    collect thousands of domain-sized payloads at once into the driver's heap (issue 16.5:
+    10^7 cached rows, 64^3 cells, 1,000 partitions x 2 MiB exhausted a 4 GiB heap). The id is
+    taken before coalescing, so errors can still name the partition a bad row was in.
+    """
+    width = max(1, int(df.sparkSession.sparkContext.defaultParallelism))
+    if df.rdd.getNumPartitions() <= width:
+        return df, None
+    from pyspark.sql import functions as F
+
+    return df.withColumn(_PART_COLUMN, F.spark_partition_id()).coalesce(width), _PART_COLUMN
+
+
 def partial_sums(
     data: Any,
     partial: Callable[[Any], Any],
@@ -330,17 +348,7 @@ def partial_sums(
     df = df.select(*[_quote(c) for c in cols])
     if num_partitions:
         df = df.repartition(int(num_partitions))
-    # One partial per *task* reaches the driver, never one per partition: a DataFrame with
-    # thousands of partitions (createDataFrame makes one per 10,000 rows) would otherwise
-    # collect thousands of domain-sized payloads at once into the driver's heap (issue 16.5).
-    width = max(1, int(df.sparkSession.sparkContext.defaultParallelism))
-    part_column = None
-    if df.rdd.getNumPartitions() > width:
-        from pyspark.sql import functions as F
-
-        # the id is taken before coalescing, so errors still name the original partition
-        df = df.withColumn(_PART_COLUMN, F.spark_partition_id()).coalesce(width)
-        part_column = _PART_COLUMN
+    df, part_column = coalesce_to_tasks(df)
     results = df.mapInArrow(
         _partition_runner(partial, cols, int(batch_rows), part_column), _RESULT_SCHEMA
     ).collect()
