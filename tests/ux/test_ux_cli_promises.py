@@ -270,3 +270,13 @@ def test_a_bad_policy_spends_nothing_on_a_policy_ledger(
     code, _, err = run(capsys, *args, "--ledger", str(led))
     assert code == 2 and "one-attribute domain" in err
     assert spent(led) == 0
+
+
+def test_ledger_init_never_wipes_an_existing_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    led = ledger(tmp_path, capsys, 1.0, "central-dp")
+    assert run(capsys, "release", "-a", "sex", "-e", "0.4", "--ledger", str(led))[0] == 0
+    code, _, err = run(capsys, "ledger", "init", str(led), "--total", "5")
+    assert code == 2 and "already exists" in err
+    assert spent(led) == pytest.approx(0.4)

@@ -269,12 +269,12 @@ def ledger() -> None:
 )
 def ledger_init(path: str, total: float, model: str, policy: str | None) -> None:
     """Create a ledger with a declared total ε (sequential composition under one model)."""
-    from ..budget import Accountant, Budget
+    from ..budget import create_ledger
 
     if policy is not None and model != "blowfish":
         raise click.UsageError(f"--policy has no effect with --model {model} (Blowfish only)")
-
-    Accountant(Budget(total, model=model, policy=policy)).save(path)
+    # never overwrites: re-initialising a ledger would forget the spends it records
+    create_ledger(path, total, model=model, policy=policy)
     click.echo(
         f"ledger {path}: total epsilon {total:g} ({model}{', policy ' + policy if policy else ''})"
     )
