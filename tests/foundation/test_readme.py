@@ -35,6 +35,7 @@ def test_the_test_command_runs_the_doctests() -> None:
     cfg = tomllib.loads((README.parent / "pyproject.toml").read_text())["tool"]["pytest"]
     opts = cfg["ini_options"]
     assert "--doctest-modules" in opts["addopts"].split()
+    assert "-rs" in opts["addopts"].split()  # skipped browser/Java tests show their reason
     assert "src/fugu" in opts["testpaths"] and "tests" in opts["testpaths"]
 
 
