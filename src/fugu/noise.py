@@ -440,7 +440,9 @@ def _rational_scale(scale: NDArray[np.float64]) -> tuple[NDArray[np.uint64], NDA
 # word; the outcome is decided exactly by comparing them with floor(θ·2^32) — except when the
 # word *equals* that integer (probability 2^-32 per end), and then further random words extend
 # U and θ is recomputed to more bits until the comparison is decided. So the sampled
-# distribution is the exact one; no floating-point value ever decides an outcome.
+# distribution is the exact one: outcomes are decided by integer comparisons only (table
+# entries first computed in float64 are certified by a rounding-error bound, or recomputed
+# exactly with decimal interval arithmetic).
 
 _Q = 128  # fixed-point bits of the interval arithmetic used to build tables
 _CELL_BITS = 16  # a table looks up the top 16 bits of each word ...
@@ -450,7 +452,7 @@ _NONE = np.uint32(_CELLS)  # "no interval end in this cell"
 _THR_MASK = np.uint32((1 << (_CELL_BITS + 1)) - 1)
 _DIGIT_BITS = 15  # the low part of a large-scale geometric is drawn 15 bits per word
 _TOP_SCALE_BITS = 11  # the top table covers scales below 2^12 (in units of its step)
-_TAIL_BITS = 33  # tables stop where the remaining mass falls below 2^-33 (the tail recurses)
+_TAIL_BITS = 33  # top-table ends are computed until the mass left is below 2^-33 (then cut)
 
 
 def _exp_interval(num: int, den: int, q: int) -> tuple[int, int]:
@@ -571,19 +573,6 @@ def _theta_digit(t: int, s: int, o: int, n: int) -> Any:
     return theta
 
 
-def _powers(r_lo: int, r_hi: int, count: int) -> tuple[list[int], list[int]]:
-    """Bounds of r^k·2^Q for k = 0..count-1 by repeated multiplication (floor / ceil)."""
-    one = 1 << _Q
-    lo, hi = [one], [one]
-    a, b = one, one
-    for _ in range(count - 1):
-        a = (a * r_lo) >> _Q
-        b = _div_ceil(b * r_hi, one)
-        lo.append(a)
-        hi.append(b)
-    return lo, hi
-
-
 def _floor_exact(theta: Any, i: int) -> int:
     """floor(θ_i·2^32) from ever more precise bounds (θ_i is irrational: this ends)."""
     q = 2 * _Q
@@ -592,15 +581,6 @@ def _floor_exact(theta: Any, i: int) -> int:
         if lo >> (q - 32) == hi >> (q - 32):
             return int(lo >> (q - 32))
         q *= 2
-
-
-def _floors_32(lo: list[int], hi: list[int], theta: Any) -> list[int]:
-    """floor(θ·2^32) from Q-bit bounds; an undecided one (never seen) is recomputed exactly."""
-    shift = _Q - 32
-    return [
-        a >> shift if a >> shift == b >> shift else _floor_exact(theta, i)
-        for i, (a, b) in enumerate(zip(lo, hi, strict=True))
-    ]
 
 
 #: Relative error bound used when table ends are first computed in float64 (the true bound of
