@@ -33,7 +33,7 @@ def correlated_gaussian(
     ``rho``, ±3σ mapped onto the c values (the far tails clamped to the end values).
 
     >>> cols = correlated_gaussian(1000, 3, 16, seed=1)
-    >>> sorted(cols), cols["a0"].min() >= 0, cols["a0"].max() <= 15
+    >>> sorted(cols), bool(cols["a0"].min() >= 0), bool(cols["a0"].max() <= 15)
     (['a0', 'a1', 'a2'], True, True)
     """
     n, d, c = check_positive_int(n, "n"), check_positive_int(d, "d"), check_positive_int(c, "c", 2)
