@@ -162,3 +162,11 @@ def test_paper_experiment_accepts_auto_settings() -> None:
     assert auto.row("laplace", 0.5).mean < paper.row("laplace", 0.5).mean
     with pytest.raises(fugu.errors.InvalidParameterError, match="n_iter"):
         objective_ratio_experiment(X, DOM, [None], epsilons=[0.5], repetitions=1, n_iter="many")
+
+
+def test_grid_start_only_in_low_dimension() -> None:
+    dom5 = fugu.Domain([fugu.Ordinal(f"x{j}", 0, 9) for j in range(5)])
+    X = np.random.default_rng(0).integers(0, 10, size=(500, 5)).astype(float)
+    km = KMeans(2, 1.0, domain=dom5, rng=fugu.RandomSource(seed=0)).fit(X)
+    assert km.init_ == "data-independent" and km.n_iter_ >= 2
+    assert km.guarantee_.parameters["epsilon_init"] == 0.0

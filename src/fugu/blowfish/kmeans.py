@@ -1084,6 +1084,9 @@ GRID_INIT_SHARE = 0.2
 #: Noisy updates follow the grid start when the rest of ε is at least this many ε_m (measured
 #: on rgb, synthetic and blob data: below it the updates' noise outweighs their gain).
 HYBRID_MIN_RATIO = 0.5
+#: The grid start is used up to this many attributes (measured on 2, 3 and 4; Su et al. use
+#: EUGkM in low dimension only: its grid has too few bins per attribute beyond).
+MAX_GRID_DIM = 4
 #: Most cells of the start's coarse histogram (the weighted k-means on it stays fast).
 MAX_GRID_CELLS = 1 << 15
 
@@ -1116,6 +1119,11 @@ class GridSpec:
             mids.append((lo + hi) / 2)
         mesh = np.meshgrid(*mids, indexing="ij")
         return np.stack([g.reshape(-1) for g in mesh], axis=1)
+
+
+def _grid_start(init: Any, n_public: bool, grid: KMeansGrid) -> bool:
+    """``init="auto"`` uses the private grid start when n is public and d is small."""
+    return isinstance(init, str) and init == "auto" and n_public and grid.dim <= MAX_GRID_DIM
 
 
 def eugkm_grid(n: int, epsilon: float, grid: KMeansGrid, graph: SecretGraph) -> GridSpec:
@@ -1512,7 +1520,7 @@ class KMeans:
             None if isinstance(self.n_iter, str) else check_positive_int(self.n_iter, "n_iter", 0)
         )
         widths = grid.high - grid.low
-        grid_start = isinstance(self.init, str) and self.init == "auto" and n_public
+        grid_start = _grid_start(self.init, n_public, grid)
         init_share = 0.0
         if grid_start:
             # Su et al.'s hybrid: the EUGkM grid start, then DPLloyd updates when the rest of ε
@@ -1646,7 +1654,7 @@ class KMeans:
         total_w = sum(weights) if weights else 1.0
         plans = [IterationPlan.split(eps_lloyd * w / total_w, s_size, s_sum, frac) for w in weights]
         spec = None
-        if isinstance(self.init, str) and self.init == "auto" and n_public:
+        if _grid_start(self.init, n_public, grid):
             spec = eugkm_grid(n, eps_init if eps_init > 0 else eps, grid, graph)
         check_plan_epsilon(eps, plans, k, grid.dim, spec, init_share)
         eps, source = start(
