@@ -108,12 +108,14 @@ class Budget:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One recorded spend: its ε, what it paid for, when (UTC), the parts of a parallel spend."""
+    """One recorded spend: its ε, what it paid for, when (UTC), the parts of a parallel spend,
+    and, for Blowfish, the policy it was spent under."""
 
     epsilon: float
     what: str
     time: str
     parts: tuple[str, ...] = ()
+    policy: str | None = None
 
 
 @dataclass
@@ -188,10 +190,19 @@ class Accountant:
         """Record a spend (sequential composition)."""
         self._check_model(model, policy)
         with self._lock:
+            self._check_common_policy(policy)
             self.check(epsilon, what)
-            self.ledger.append(LedgerEntry(float(epsilon), str(what), _now()))
+            self.ledger.append(LedgerEntry(float(epsilon), str(what), _now(), policy=policy))
 
-    def parallel(self, epsilons: Sequence[float], what: Sequence[str], *, disjoint_by: str) -> None:
+    def parallel(
+        self,
+        epsilons: Sequence[float],
+        what: Sequence[str],
+        *,
+        disjoint_by: str,
+        model: str | None = None,
+        policy: str | None = None,
+    ) -> None:
         """Record releases on disjoint parts of the data: they cost ``max(epsilons)``.
 
         ``disjoint_by`` must name the public rule that makes the parts disjoint; it is written to
@@ -205,9 +216,13 @@ class Accountant:
             raise InvalidParameterError("give one description per epsilon")
         eps = max(check_epsilon(e) for e in epsilons)
         label = f"parallel ({disjoint_by}): " + ", ".join(what)
+        self._check_model(model, policy)
         with self._lock:
+            self._check_common_policy(policy)
             self.check(eps, label)
-            self.ledger.append(LedgerEntry(eps, label, _now(), tuple(str(w) for w in what)))
+            self.ledger.append(
+                LedgerEntry(eps, label, _now(), tuple(str(w) for w in what), policy=policy)
+            )
 
     def _check_model(self, model: str | None, policy: str | None) -> None:
         b = self.budget
@@ -222,6 +237,23 @@ class Accountant:
                 f"{policy!r} composes only under a common policy"
             )
 
+    def _check_common_policy(self, policy: str | None) -> None:
+        """Blowfish spends compose sequentially only under one policy (Blowfish paper, §5).
+
+        A ledger tied to a policy is checked by :meth:`_check_model`; one that is not takes the
+        policy of its first release and refuses a release under another (the sum of the two ε
+        would be stated for no policy that both protect).
+        """
+        if policy is None or self.budget.policy is not None:
+            return
+        used = {e.policy for e in self.ledger if e.policy is not None}
+        if used and policy not in used:
+            raise InvalidParameterError(
+                f"this Blowfish budget has been spent under the policy {sorted(used)[0]!r}; a "
+                f"release under {policy!r} does not compose with it (sequential composition "
+                "holds under one policy): keep one ledger per policy"
+            )
+
     # ledger files ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The ledger file's JSON content."""
@@ -229,7 +261,14 @@ class Accountant:
             "format": LEDGER_FORMAT,
             "version": LEDGER_VERSION,
             "budget": asdict(self.budget),
-            "ledger": [{**asdict(e), "parts": list(e.parts)} for e in self.ledger],
+            "ledger": [
+                {
+                    k: v
+                    for k, v in {**asdict(e), "parts": list(e.parts)}.items()
+                    if k != "policy" or v is not None
+                }
+                for e in self.ledger
+            ],
         }
 
     def save(self, path: str | Path) -> None:
@@ -312,10 +351,10 @@ class Accountant:
             if not isinstance(e, Mapping):
                 raise bad(f"entry {i} must be an object, got {type(e).__name__}")
             missing = {"epsilon", "what", "time"} - set(e)
-            unknown = set(e) - {"epsilon", "what", "time", "parts"}
+            unknown = set(e) - {"epsilon", "what", "time", "parts", "policy"}
             if missing or unknown:
                 raise bad(
-                    f"entry {i} needs fields epsilon, what, time (optional parts); "
+                    f"entry {i} needs fields epsilon, what, time (optional parts, policy); "
                     f"missing {sorted(missing)}, unknown {sorted(unknown)}"
                 )
             eps = _check_number(e["epsilon"], f"entry {i} epsilon", bad)
@@ -325,7 +364,10 @@ class Accountant:
             parts = e.get("parts", [])
             if not isinstance(parts, list) or not all(isinstance(x, str) for x in parts):
                 raise bad(f"entry {i} 'parts' must be a list of strings, got {parts!r}")
-            ledger.append(LedgerEntry(eps, e["what"], e["time"], tuple(parts)))
+            entry_policy = e.get("policy")
+            if entry_policy is not None and not isinstance(entry_policy, str):
+                raise bad(f"entry {i} 'policy' must be a string or null, got {entry_policy!r}")
+            ledger.append(LedgerEntry(eps, e["what"], e["time"], tuple(parts), entry_policy))
         acct = cls(Budget(total, model=model, policy=policy))
         acct.ledger = ledger
         if acct.spent > total + 1e-9:

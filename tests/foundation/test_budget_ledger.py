@@ -441,3 +441,33 @@ def test_symlinked_ledger_shares_the_lock_and_stays_a_link(tmp_path: Path) -> No
     assert link.is_symlink()
     assert Accountant.load(real).spent == pytest.approx(0.5)
     assert (tmp_path / "real.json.lock").exists() and not (tmp_path / "link.json.lock").exists()
+
+
+def test_blowfish_budget_without_policy_is_tied_to_its_first_policy(tmp_path: Path) -> None:
+    # Sequential composition holds under one policy: a second policy's spend would make the
+    # ledger state a total that no policy enjoys. It used to be accepted.
+    acct = Accountant(Budget(2.0, model="blowfish"))
+    acct.spend(0.5, "ordered", model="blowfish", policy="line [abc]")
+    acct.spend(0.5, "ordered again", model="blowfish", policy="line [abc]")
+    with pytest.raises(fugu.FuguError, match="one ledger per policy"):
+        acct.spend(0.5, "k-means", model="blowfish", policy="distance:theta=5")
+    with pytest.raises(fugu.FuguError, match="one ledger per policy"):
+        acct.parallel([0.1], ["part"], disjoint_by="rows", policy="full")
+    assert acct.spent == 1.0
+    path = tmp_path / "bf.json"
+    acct.save(path)
+    again = Accountant.load(path)
+    assert [e.policy for e in again.ledger] == ["line [abc]", "line [abc]"]
+    with pytest.raises(fugu.FuguError, match="one ledger per policy"):
+        again.spend(0.1, "other", model="blowfish", policy="full")
+
+
+def test_ledger_entry_policy_must_be_a_string(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    acct = Accountant(Budget(1.0, model="blowfish"))
+    acct.spend(0.1, "x", model="blowfish", policy="line")
+    data = acct.to_dict()
+    data["ledger"][0]["policy"] = 3
+    path.write_text(json.dumps(data))
+    with pytest.raises(fugu.FuguError, match="policy"):
+        Accountant.load(path)
