@@ -12,6 +12,14 @@ Two parts (run ``python bench/bench_hdg.py``; ``--quick`` for a small run; ``--p
   aggregation (validation + support counts), post-processing (Phase 2 + response matrices)
   and answering 1,000 queries; the aggregation time is compared with one plain ``np.bincount``
   over the same reports (``group·256 + first byte``), run in the same process.
+* ``peers`` — fugu's TDG/HDG against the authors' code (privmdr, Yang et al.; run in the
+  peers' interpreter ``/work/peers-venv`` from a checkout given by ``--peer-src`` or
+  ``$PRIVMDR_SRC``, default ``/work/peers-src/privmdr``; skipped with a message when absent) on
+  the same data, the same ε and the same 100 random queries per λ (λ = 2, 3, 4; λ = 1 crashes
+  the authors' code), correlated Gaussian data (d = 6, c = 64, ρ = 0.5), ε ∈ {0.2, 0.5, 1, 2}.
+  The authors' answers are cached in ``--peer-cache`` (JSON) so fugu can be re-run alone.
+  Printed: MAE per (method, ε, λ) for the authors' code, fugu's default and fugu with the
+  paper's rules (``interpolation="uniform"``, ``estimator="in-in"``), and fugu / authors.
 * ``file`` — HDG aggregation of the same OUE reports in memory and from a Parquet report file
   (numpy and DuckDB engines), with the ratio file / in memory (issue 16 item 4: target ≤ 2).
   Bit-vector columns cross the engine boundary as one buffer (``(n, w)`` uint8 view of the
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -214,10 +223,157 @@ def run_file(quick: bool, repeat: int = 3, n: int | None = None) -> None:
                   f"{'' if same else '   <-- STATE DIFFERS'}")  # fmt: skip
 
 
+# A small driver run by the peers' interpreter: it imports the authors' modules from their
+# checkout, feeds them our records and query boxes, and writes their answers as JSON.
+_PEER_DRIVER = """
+import argparse, contextlib, json, random, sys
+import numpy as np
+src, data_path, out_path = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, src)
+import TDG, HDG, generate_query as GQ
+z = np.load(data_path)
+codes, bounds, cfg = z["codes"], z["bounds"], json.loads(str(z["settings"]))
+n, d = codes.shape
+c = int(cfg["c"])
+res = {}
+for run in cfg["runs"]:
+    algo, eps, seed = run["algo"], float(run["epsilon"]), int(run["seed"])
+    args = argparse.Namespace(user_num=n, attribute_num=d, domain_size=c, query_num=len(bounds),
+        query_dimension=2, consistency_iteration_num_max=100,
+        weighted_update_iteration_num_max=100, epsilon=eps, dimension_query_volume=0.5,
+        algorithm_name=algo)
+    queries = []
+    for b in bounds:
+        sel = [j for j in range(d) if b[j, 0] > 0 or b[j, 1] < c]
+        q = GQ.RangeQuery(len(sel), d, args=args)
+        q.initialize_range_query()
+        q.selected_attribute_list = sel
+        for j in sel:
+            q.query_attribute_node_list[j].left_interval = int(b[j, 0])
+            q.query_attribute_node_list[j].right_interval = int(b[j, 1]) - 1
+        queries.append(q)
+    np.random.seed(seed)
+    random.seed(seed)
+    recs = codes[np.random.permutation(n)].tolist()
+    with contextlib.redirect_stdout(sys.stderr):
+        if algo == "TDG":
+            aa = TDG.AG_Uniform_Grid_optimal(args=args)
+        else:
+            aa = HDG.AG_Uniform_Grid_1_2_way_optimal(args=args)
+        aa.group_attribute()
+        aa.construct_Grid_set()
+        aa.get_LDP_Grid_set_divide_user(recs)
+        aa.get_consistent_Grid_set()
+        if algo == "HDG":
+            aa.get_weight_update_for_2_way_group()
+        ans = [float(aa.answer_range_query(q)) for q in queries]
+    res[algo + "|" + repr(eps) + "|" + str(seed)] = {
+        "answers": ans, "g1": getattr(aa, "granularity_1_way", None), "g2": aa.granularity}
+    json.dump(res, open(out_path, "w"))
+"""
+
+
+def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> None:
+    """fugu TDG/HDG vs the authors' code (see the module docstring)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    n = n or (100_000 if quick else 1_000_000)
+    d, c = 6, 64
+    epsilons = [0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0]
+    lams = [2, 3, 4]
+    dom = synthetic_domain(d, c)
+    cols = correlated_gaussian(n, d, c, seed=2026)
+    codes = np.stack([cols[a] for a in dom.names], 1)
+    work = {
+        lam: fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
+        for lam in lams
+    }
+    bounds = np.concatenate([work[lam].bounds(dom) for lam in lams])
+    truth = true_answers(codes, bounds)
+    runs = [
+        {"algo": a, "epsilon": e, "seed": s}
+        for a in ("TDG", "HDG")
+        for e in epsilons
+        for s in range(1, seeds + 1)
+    ]
+    peer: dict[str, Any] = {}
+    cache_path = Path(cache) if cache else None
+    key_tag = f"n={n}"
+    if cache_path and cache_path.exists():
+        peer = json.loads(cache_path.read_text()).get(key_tag, {})
+    todo = [r for r in runs if f"{r['algo']}|{r['epsilon']!r}|{r['seed']}" not in peer]
+    py = os.environ.get("PEERS_PYTHON", "/work/peers-venv/bin/python")
+    if todo and not (Path(src, "HDG.py").exists() and Path(py).exists()):
+        print(f"\n# authors' code not found ({src} / {py}): peers part skipped")
+        return
+    if todo:
+        with tempfile.TemporaryDirectory() as tmp:
+            drv = Path(tmp, "driver.py")
+            drv.write_text(_PEER_DRIVER)
+            data = Path(tmp, "in.npz")
+            np.savez(data, codes=codes, bounds=bounds,
+                     settings=json.dumps({"c": c, "runs": todo}))  # fmt: skip
+            out = Path(tmp, "out.json")
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [py, str(drv), src, str(data), str(out)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            if not out.exists():
+                print(f"\n# authors' code failed: {proc.stderr[-2000:]}")
+                return
+            peer.update(json.loads(out.read_text()))
+            print(f"# authors' code: {len(todo)} runs in {time.perf_counter() - t0:.0f} s",
+                  file=sys.stderr)  # fmt: skip
+        if cache_path:
+            allc = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+            allc[key_tag] = peer
+            cache_path.write_text(json.dumps(allc))
+    print(f"\n# fugu vs the authors' code (privmdr), correlated Gaussian rho = 0.5, n = {n:,},")
+    print(f"# d = {d}, c = {c}, 100 queries per lambda (omega = 0.5), MAE averaged over "
+          f"{seeds} seed(s) each")  # fmt: skip
+    print(f"{'method':>6} {'eps':>4} {'lam':>3} {'authors':>8} {'fugu':>8} {'fugu/auth':>9}"
+          f" {'paper-rules':>11} {'paper/auth':>10}  g1/g2 authors, fugu")  # fmt: skip
+    for algo in ("TDG", "HDG"):
+        cls = getattr(ldp, algo)
+        for eps in epsilons:
+            a_err = np.mean(
+                [np.abs(np.array(peer[f"{algo}|{eps!r}|{s}"]["answers"]) - truth) / n
+                 for s in range(1, seeds + 1)], axis=0,
+            )  # fmt: skip
+            rel = [
+                cls(dom, eps).simulate(codes, rng=fugu.RandomSource(seed=100 + s))
+                for s in range(1, seeds + 1)
+            ]
+            rules = {"interpolation": "uniform", "estimator": "in-in"}
+            paper = [
+                cls(dom, eps, **rules).simulate(codes, rng=fugu.RandomSource(seed=100 + s))
+                for s in range(1, seeds + 1)
+            ]
+            f_err = np.mean([np.abs(r._answer_bounds(bounds) - truth) / n for r in rel], axis=0)
+            p_err = np.mean([np.abs(r._answer_bounds(bounds) - truth) / n for r in paper], axis=0)
+            info = peer[f"{algo}|{eps!r}|1"]
+            gp = rel[0].guarantee.parameters
+            for i, lam in enumerate(lams):
+                sl = slice(100 * i, 100 * (i + 1))
+                a, f, pp = a_err[sl].mean(), f_err[sl].mean(), p_err[sl].mean()
+                print(f"{algo:>6} {eps:4.1f} {lam:3d} {a:8.4f} {f:8.4f} {f / a:9.2f} {pp:11.4f}"
+                      f" {pp / a:10.2f}  {info['g1']}/{info['g2']}, "
+                      f"{(gp.get('g1') or ['-'])[0]}/{gp['g2'][0]}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
-    ap.add_argument("--part", choices=["all", "mae", "time", "file"], default="all")
+    ap.add_argument("--part", choices=["all", "mae", "time", "file", "peers"], default="all")
+    ap.add_argument("--peer-src", default=os.environ.get("PRIVMDR_SRC", "/work/peers-src/privmdr"))
+    ap.add_argument("--peer-cache", default="", help="JSON file caching the authors' answers")
+    ap.add_argument("--seeds", type=int, default=2, help="runs per method and eps (peers)")
     ap.add_argument("--n", type=int, default=None, help="reports for the 'file' part")
     args = ap.parse_args()
     if args.part in ("all", "file"):
@@ -226,6 +382,8 @@ def main() -> None:
         run_time(args.quick)
     if args.part in ("all", "mae"):
         run_mae(args.quick)
+    if args.part in ("all", "peers"):
+        run_peers(args.quick, args.n, args.peer_src, args.peer_cache, args.seeds)
 
 
 if __name__ == "__main__":

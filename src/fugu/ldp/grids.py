@@ -76,6 +76,7 @@ ALPHA1 = 0.7
 ALPHA2 = 0.03
 ORACLES = ("adaptive", "oue", "olh", "grr")
 ESTIMATORS = ("full", "in-in")
+NORMALISATIONS = ("norm", "norm-sub")
 _MAX_MATRIX_CELLS = 1 << 24  # response matrix c_x * c_y limit (128 MiB of float64)
 
 
@@ -279,6 +280,25 @@ class GridProtocol(LDPProtocol):
         1.4× (small ε, heavy-tailed data: its bias happens to offset the grids' bias toward
         independence), "full" wins the others by up to 4.8× (accurate grids). "full" has the
         smaller worst case and the correct limit, so it is the default.
+    interpolation : how a cut cell is split between the query and the rest. ``"pchip"``
+        (default): the 1-D grids (TDG: the 2-D grids' consistent margins) are spread over their
+        values by the monotone cubic interpolant of their cumulative counts
+        (:func:`fugu.inference.ldp_post.cell_values`), and a 2-D cell by the product of its two
+        attributes' within-cell shares (HDG's response matrix, now fitted value by value; TDG
+        gets one too). ``"uniform"``: the paper's uniformity assumption (authors' code). The
+        uniform guess underestimates every interval around a mode that cuts cells: with exact
+        grids on Gaussian data (c = 64, ω = 0.5, g1 = 8, g2 = 2) the mean signed error of
+        λ = 1/2/3 answers was −0.012/−0.017/−0.019 of n, against −0.0006/−0.0011/−0.0013
+        with ``"pchip"`` (TDG, g2 = 4, λ = 2: MAE 0.070 → 0.021).
+    normalisation : ``"norm-sub"`` (default, the paper's Phase 2) or ``"norm"``: the grids are
+        only shifted to sum to n and made consistent (linear, so the released counts and every
+        answer built from them are unbiased up to the within-cell shares, and may be negative);
+        cut cells are split by the shares of the unclipped 1-D estimates. Norm-Sub's clipping
+        moves mass from dense to empty cells (answers around a mode come out low at small ε)
+        but lowers the variance more: measured (n = 2·10^5, d = 6, c = 64, independent
+        Gaussian, ε = 0.5, 2 seeds) λ = 1 mean signed error +0.0045 ("norm") vs −0.0144, but
+        MAE 0.036 vs 0.028; λ = 2: +0.006 vs −0.021, MAE 0.045 vs 0.034. Use ``"norm"`` when
+        answers are summed or averaged (biases add up, noise averages out).
     max_iter, tol : stopping rule of Phase 2 (rounds of consistency + Norm-Sub) and of the
         weighted updates: stop when a round changes nothing by ``tol`` counts or more (1 user, the
         paper's threshold 1/n in frequency units), at most ``max_iter`` rounds (the code's 100).
@@ -302,6 +322,7 @@ class GridProtocol(LDPProtocol):
         max_iter: int = 100,
         tol: float = 1.0,
         interpolation: str = "pchip",
+        normalisation: str = "norm-sub",
     ) -> None:
         super().__init__(domain, epsilon)
         d = domain.ndim
@@ -319,6 +340,11 @@ class GridProtocol(LDPProtocol):
                 f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}"
             )
         self.interpolation = interpolation
+        if normalisation not in NORMALISATIONS:
+            raise InvalidParameterError(
+                f"normalisation must be one of {NORMALISATIONS}, got {normalisation!r}"
+            )
+        self.normalisation = normalisation
         for name, a in (("alpha1", alpha1), ("alpha2", alpha2)):
             if not (isinstance(a, int | float) and math.isfinite(a) and a > 0):
                 raise InvalidParameterError(f"{name} must be a positive number, got {a!r}")
@@ -417,6 +443,7 @@ class GridProtocol(LDPProtocol):
             "max_iter": self.max_iter,
             "tol": self.tol,
             "interpolation": self.interpolation,
+            "normalisation": self.normalisation,
             "g2": self._g2_given,
         }
         if self.hybrid:
@@ -609,13 +636,34 @@ class GridProtocol(LDPProtocol):
         post-processes its input: the release is as private as the grids and ``guarantee`` given.
         """
         names = self.domain.names
+        unbiased = None
+        if self.normalisation == "norm":
+            # Phase 2 without clipping: shift each grid to n, then consistency (linear, so the
+            # counts stay unbiased); the Norm-Sub'd copy only shapes the response matrices.
+            unbiased, _ = consistent_grids(
+                grids, float(n), max_iter=self.max_iter, tol=self.tol, method="norm"
+            )
+            grids = unbiased
         post, rounds = consistent_grids(grids, float(n), max_iter=self.max_iter, tol=self.tol)
         matrices: dict[tuple[str, str], NDArray[np.float64]] = {}
         sweeps = 0
         one = {g.attributes[0]: g for g in post if len(g.attributes) == 1}
         if not self.hybrid and self.interpolation != "uniform":
             one = _pair_margins(post)
-        if one:
+        if unbiased is not None:
+            one_u = {g.attributes[0]: g for g in unbiased if len(g.attributes) == 1}
+            if not self.hybrid:
+                one_u = _pair_margins(unbiased)
+            for g in unbiased:
+                if len(g.attributes) != 2:
+                    continue
+                x, y = g.attributes
+                if self.sizes[names.index(x)] * self.sizes[names.index(y)] > _MAX_MATRIX_CELLS:
+                    continue  # uniform guess inside cut cells for this pair
+                vx = _spread(one_u[x].edges[0], one_u[x].counts, self.interpolation)
+                vy = _spread(one_u[y].edges[0], one_u[y].counts, self.interpolation)
+                matrices[(str(x), str(y))] = _product_matrix(g.edges, g.counts, vx, vy)
+        elif one:
             for g in post:
                 if len(g.attributes) != 2:
                     continue
@@ -632,12 +680,20 @@ class GridProtocol(LDPProtocol):
                     g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol,
                     interpolation=self.interpolation,
                 )  # fmt: skip
+                if unbiased is not None:  # block sums = the unbiased counts
+                    m = _rescale_blocks(m, g.edges, unbiased[post.index(g)].counts)
                 matrices[(str(x), str(y))] = m
                 sweeps = max(sweeps, s)
         steps: tuple[str, ...] = (
             f"Norm-Sub and inverse-variance consistency across grids ({rounds} rounds, "
             "ending with Norm-Sub)",
         )
+        if unbiased is not None:
+            steps = (
+                "grids shifted to sum to n and made consistent by inverse-variance weighting "
+                "(linear: the released counts stay unbiased and may be negative); a Norm-Sub'd "
+                f"copy ({rounds} rounds of Norm-Sub and consistency) shapes cut cells only",
+            )
         if self.hybrid:
             steps += (
                 f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps), 1-D grids "
@@ -665,14 +721,16 @@ class GridProtocol(LDPProtocol):
                 "alpha1": self.alpha1,
                 "alpha2": self.alpha2,
                 "interpolation": self.interpolation,
+                "normalisation": self.normalisation,
             }
         )
         gu = replace(
             guarantee, parameters=params, post_processing=(*guarantee.post_processing, *steps)
         )
         return GridRelease(
-            self.domain, gu, post, float(n), matrices=matrices, estimator=self.estimator,
-            method=self.name, n_groups=self.n_groups, tol=self.tol, max_iter=self.max_iter,
+            self.domain, gu, post if unbiased is None else unbiased, float(n),
+            matrices=matrices, estimator=self.estimator, method=self.name,
+            n_groups=self.n_groups, tol=self.tol, max_iter=self.max_iter,
             interpolation=self.interpolation,
         )  # fmt: skip
 
@@ -716,6 +774,63 @@ def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
         mean = np.sum([wi * m for wi, (m, _) in zip(w, same, strict=True)], axis=0) / w.sum()
         out[a] = GridEstimate((a,), (e0,), mean, float(1.0 / w.sum()))
     return out
+
+
+def _rescale_blocks(
+    m: NDArray[np.float64], edges: Sequence[NDArray[np.int64]], counts: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``m`` with every block of the grid rescaled to sum to ``counts`` (an empty block is
+    filled evenly)."""
+    ex, ey = edges
+    s = np.add.reduceat(np.add.reduceat(m, ex[:-1], axis=0), ey[:-1], axis=1)
+    area = np.outer(np.diff(ex), np.diff(ey)).astype(np.float64)
+    pos = s > 0
+    factor = np.where(pos, counts / np.where(pos, s, 1.0), 0.0)
+    fill = np.where(pos, 0.0, counts / area)
+    rx, ry = np.diff(ex), np.diff(ey)
+    big = lambda a: np.repeat(np.repeat(a, rx, axis=0), ry, axis=1)  # noqa: E731
+    return np.asarray(m * big(factor) + big(fill), dtype=np.float64)
+
+
+def _fractions(edges: NDArray[np.int64], v: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Each value's share of its cell of ``edges`` by ``v`` (not clamped, so a ratio of
+    unbiased estimates; even shares when a cell has no positive mass)."""
+    w = v
+    width = np.diff(edges)
+    s = np.add.reduceat(w, edges[:-1])
+    ok = s > 0
+    return np.where(
+        np.repeat(ok, width),
+        w / np.repeat(np.where(ok, s, 1.0), width),
+        np.repeat(1.0 / width, width),
+    )
+
+
+def _product_matrix(
+    edges: Sequence[NDArray[np.int64]],
+    counts: NDArray[np.float64],
+    vx: NDArray[np.float64],
+    vy: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """The response matrix in closed form: every 2-D cell's count split over its values as
+    the product of the two attributes' within-cell shares (the fixed point of Algorithm 1: the
+    maximum-entropy matrix with these value margins and cell sums is a product inside every
+    cell)."""
+    ex, ey = edges
+    fx, fy = _fractions(ex, vx), _fractions(ey, vy)
+    big = np.repeat(np.repeat(counts, np.diff(ex), axis=0), np.diff(ey), axis=1)
+    return np.asarray(big * fx[:, None] * fy[None, :], dtype=np.float64)
+
+
+def _spread(edges: NDArray[np.int64], counts: NDArray[np.float64], how: str) -> NDArray[np.float64]:
+    """Per-value counts of a 1-D estimate: the shape of ``cell_values`` of the clipped counts,
+    each cell scaled to its (possibly negative) count."""
+    pos = np.maximum(counts, 0.0)
+    v = cell_values(edges, pos, method=how)
+    width = np.diff(edges)
+    ratio = np.where(pos > 0, counts / np.where(pos > 0, pos, 1.0), 0.0)
+    fill = np.where(pos > 0, 0.0, counts / width)
+    return np.asarray(v * np.repeat(ratio, width) + np.repeat(fill, width), dtype=np.float64)
 
 
 def _overlap_weights(
@@ -877,11 +992,9 @@ class GridRelease(Release):
             edges, counts = margins[0][0], np.mean([m for _, m in margins], axis=0)
         if self.interpolation == "uniform":
             return _overlap_weights(edges, lo, hi) @ counts
-        key = ("V", a)
-        if key not in self._ps:
-            v = cell_values(edges, counts, method=self.interpolation)
+        if a not in self._cum:
+            v = _spread(edges, counts, self.interpolation)
             self._cum[a] = np.concatenate([[0.0], np.cumsum(v)])
-            self._ps[key] = PrefixSums(v)
         cum = self._cum[a]
         return np.asarray(cum[hi] - cum[lo], dtype=np.float64)
 
