@@ -94,6 +94,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..domain import Domain
 from ..errors import (
     EmptyDataError,
+    FuguError,
     InvalidParameterError,
     InvalidTypeError,
     ReportError,
@@ -182,6 +183,16 @@ class Reports:
 
     def __len__(self) -> int:
         return self.n
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{k}:{v.dtype}{list(v.shape[1:]) or ''}" for k, v in self.columns.items())
+        rejected = self.malformed + sum(self.invalid.values())
+        return (
+            f"Reports({self.protocol!r} v{self.version}, n={self.n}, "
+            f"epsilon={self.params.get('epsilon')!r}, columns=[{cols}], private={self.private}"
+            + (f", rejected_on_read={rejected}" if rejected else "")
+            + ")"
+        )
 
     def header(self) -> dict[str, Any]:
         return {
@@ -885,7 +896,11 @@ class LDPProtocol:
         return replace(g, private=private)
 
     def __repr__(self) -> str:
-        extra = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        try:
+            params = self._params()
+        except FuguError:  # parameters chosen later (e.g. HDG's granularities from the data)
+            params = {}
+        extra = ", ".join(f"{k}={v!r}" for k, v in params.items())
         sep = ", " if extra else ""
         return f"{type(self).__name__}({self.domain!r}, epsilon={self.epsilon:g}{sep}{extra})"
 
