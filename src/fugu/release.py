@@ -147,8 +147,12 @@ class Guarantee:
                 + "."
             )
         if not self.private:
+            reason = self.parameters.get("not_private_reason")
             lines.append(
-                "NOT PRIVATE: made with a seeded random source for reproducibility; do not publish."
+                f"NOT PRIVATE: {reason}; do not publish."
+                if reason
+                else "NOT PRIVATE: made with a seeded random source for reproducibility; "
+                "do not publish."
             )
         return "\n".join(lines)
 

@@ -198,3 +198,35 @@ def test_cli_engine_gives_the_same_centres(tmp_path) -> None:  # type: ignore[no
         assert main(args) == 0
         outs.append(_json.loads(out.read_text())["centres"])
     assert outs[0] == outs[1]
+
+
+def test_cli_uses_the_planned_defaults(csv_file, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # --iterations/--size-fraction used to default to 10 / 0.5, bypassing Su et al.'s plan.
+    out_json = tmp_path / "c.json"
+    args = ["kmeans", "--data", str(csv_file), "--columns", "lat:0..99,lon:0..79", "--k", "4"]
+    args += ["--epsilon", "0.5", "--seed", "2", "--out", str(out_json)]
+    code, text = _run(*args)
+    assert code == 0, text
+    km = fugu.blowfish.KMeans(4, 0.5, domain=DOM, rng=fugu.RandomSource(seed=2))
+    km.fit(np.loadtxt(csv_file, delimiter=",", skiprows=1, usecols=(0, 1)))
+    rows = json.loads(out_json.read_text())["centres"]
+    centres = np.array([[r["lat"], r["lon"]] for r in rows], dtype=float)
+    assert np.allclose(centres, km.cluster_centers_)
+    code, text = _run(
+        *args[:-2], "--iterations", "3", "--size-fraction", "auto", "--init", "spread"
+    )
+    assert code == 0, text
+    code, text = _run(*args[:-2], "--iterations", "many")
+    assert code != 0 and "'auto'" in text
+
+
+def test_not_private_reason_is_described() -> None:
+    g = fugu.release.Guarantee.from_dict(
+        fugu.central.laplace(
+            fugu.Histogram(np.array([1, 2]), fugu.Domain([fugu.Ordinal("x", 0, 1)])), 1.0
+        ).guarantee.to_dict()
+    )
+    from dataclasses import replace
+
+    g = replace(g, private=False, parameters={**g.parameters, "not_private_reason": "why not"})
+    assert "NOT PRIVATE: why not; do not publish." in g.describe()

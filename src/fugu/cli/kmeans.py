@@ -23,6 +23,26 @@ from ._common import (
 )
 
 
+class _AutoOr(click.ParamType):
+    """A number, or the word ``auto`` (the library chooses)."""
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+        self.name = f"{kind.__name__}|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            return self.kind(value)
+        except (TypeError, ValueError):
+            self.fail(f"expected a {self.kind.__name__} or 'auto', got {value!r}", param, ctx)
+
+
+_AUTO_INT = _AutoOr(int)
+_AUTO_FLOAT = _AutoOr(float)
+
+
 def _read_columns(path: str, names: list[str]) -> np.ndarray:
     """Read the named numeric columns of a CSV or Parquet file into an (n, d) array."""
     p = Path(path)
@@ -92,14 +112,26 @@ def register(cli: click.Group) -> None:
         "(default: ε-DP).",
     )
     @click.option(
-        "--iterations", type=int, default=10, show_default=True, help="Lloyd iterations (public)."
+        "--iterations",
+        type=_AUTO_INT,
+        default="auto",
+        show_default=True,
+        help="Lloyd iterations (public); 'auto' chooses them from n, d, k and ε (Su et al. 2016).",
     )
     @click.option(
         "--size-fraction",
-        type=float,
-        default=0.5,
+        type=_AUTO_FLOAT,
+        default="auto",
         show_default=True,
-        help="Share of each iteration's ε for the cluster sizes.",
+        help="Share of each iteration's ε for the cluster sizes; 'auto' (Su et al. 2016's split).",
+    )
+    @click.option(
+        "--init",
+        type=click.Choice(["auto", "spread", "random"]),
+        default="auto",
+        show_default=True,
+        help="Starting centres: 'auto' (a private coarse-grid start where it helps), or "
+        "'spread' / 'random' (public randomness: no data, no ε).",
     )
     @click.option(
         "--sensitivity",
@@ -145,8 +177,9 @@ def register(cli: click.Group) -> None:
         k: int,
         epsilon: float,
         policy: str | None,
-        iterations: int,
-        size_fraction: float,
+        iterations: int | str,
+        size_fraction: float | str,
+        init: str,
         sensitivity: str,
         clip: bool,
         engine: str | None,
@@ -178,6 +211,7 @@ def register(cli: click.Group) -> None:
                 epsilon,
                 policy=policy,
                 n_iter=iterations,
+                init=init,
                 rng=rng,
                 domain=dom,
                 clip=clip,
