@@ -94,5 +94,10 @@ def charge_parallel(
 ) -> None:
     """Charge releases on disjoint parts at ``max(epsilons)`` after checking the condition."""
     rule = check_parallel(policy, parts)
-    accountant._check_model("blowfish", policy.name)
-    accountant.parallel(list(epsilons), list(what), disjoint_by=f"{rule}; policy {policy.name}")
+    accountant.parallel(
+        list(epsilons),
+        list(what),
+        disjoint_by=f"{rule}; policy {policy.name}",
+        model="blowfish",
+        policy=policy.name,
+    )
