@@ -772,10 +772,11 @@ class _LaplaceTables:
             mag += low
             mag += 1 - (1 << self.e)
             mag[zero] = 0
-        sign = np.unpackbits(words[-n_sign:].view(np.uint8), count=n, bitorder="little")
-        neg = sign.astype(np.int64)
-        mag ^= -neg  # two's complement: -m = (m ^ -1) + 1; a no-op where the bit is 0
-        mag += neg
+        bits = np.unpackbits(words[-n_sign:].view(np.uint8), count=n, bitorder="little")
+        sign = bits.view(np.int8)
+        sign <<= 1
+        np.subtract(1, sign, out=sign)  # +1 or -1, one byte each
+        mag *= sign
         return mag
 
 
