@@ -21,6 +21,8 @@ Run ``python bench/bench_central.py`` (full) or ``python bench/bench_central.py 
     (``budget="uniform"``), labelled as such.
 (g) Issue 16: a 4-D cube of ~1.6 M cells from 2 M records — Privelet+ and hierarchical release
     times as ratios to the histogram build, with a profile of where the time goes.
+(h) ``--only pidentity``: an experiment (not a fugu mechanism) showing how far a HDMM-style
+    p-Identity strategy gets below H_b on random ranges.
 """
 
 from __future__ import annotations
@@ -379,6 +381,53 @@ def hb_exact_mse(n: int, bounds: Any, epsilon: float = 1.0) -> float:
     return float(np.mean(var) * sigma2)
 
 
+def bench_pidentity(n: int, p: int, iters: int) -> None:
+    """(h) Experiment, not a fugu mechanism: the best HDMM-style p-Identity strategy for random
+    ranges (McKenna et al., VLDB 2018), A = [I; Θ]·diag(1/(1 + colsum Θ)), Θ ≥ 0 (p × n),
+    optimised by L-BFGS on the exact expected error 2/ε²·tr(G (AᵀA)⁻¹) with G = E[w wᵀ] for
+    random_workload's ranges (add/remove, continuous Laplace, sensitivity 1). Dense: n ≤ ~2,048.
+    """
+    from scipy.optimize import minimize
+
+    i = np.arange(n)
+    lo, hi = np.minimum.outer(i, i), np.maximum.outer(i, i)
+    gram = 2.0 * (lo + 1) * (n - hi) / n**2
+    np.fill_diagonal(gram, 1 - (i**2 + (n - 1 - i) ** 2) / n**2)
+
+    def objective(x: Any) -> tuple[float, Any]:
+        theta = x.reshape(p, n)
+        u = 1 + theta.sum(0)
+        m_inv = np.linalg.inv(np.eye(n) + theta.T @ theta)
+        h = gram * np.outer(u, u)
+        k = m_inv @ h @ m_inv
+        grad = -2 * theta @ k + (2 * ((gram * m_inv) @ u))[None, :]
+        return float(np.sum(h * m_inv)), grad.ravel()
+
+    t = time.process_time()
+    x0 = np.random.default_rng(0).uniform(0, 1, p * n)
+    res = minimize(
+        objective,
+        x0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0, None)] * (p * n),
+        options={"maxiter": iters},
+    )
+    hb = float(np.sqrt(hb_exact_mse(n, _all_pairs_sample(n))))
+    opt = float(np.sqrt(2 * res.fun))
+    print(
+        f"\n(h) p-Identity experiment, {n} cells, p = {p}: expected RMSE {opt:.2f} vs H_b "
+        f"{hb:.2f} (sampled exact) -> {opt / hb:.3f}x; {time.process_time() - t:.0f} s CPU"
+    )
+
+
+def _all_pairs_sample(n: int) -> Any:
+    """4,000 random_workload-style ranges (for H_b's exact error by Woodbury)."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, n, size=(4000, 2))
+    return np.stack([a.min(1), a.max(1) + 1], axis=1)
+
+
 PEER_PY = "/work/peers-venv/bin/python"
 EKTELO_SRC = "/work/peers-src/ektelo-repo"
 
@@ -509,7 +558,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
     ap.add_argument(
         "--only",
-        choices=["1d", "census", "adult", "analytic", "hb", "bigcube"],
+        choices=["1d", "census", "adult", "analytic", "hb", "bigcube", "pidentity"],
         help="run one part only",
     )
     args = ap.parse_args()
@@ -527,6 +576,8 @@ def main() -> None:
             bench_hb([256, 1024, 4096], reps=4, n_queries=1000)
         if part in (None, "bigcube"):
             bench_bigcube(200_000, 2, 16, reps=1)
+        if part == "pidentity":
+            bench_pidentity(128, 8, 300)
     else:
         if part in (None, "1d"):
             bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
@@ -540,6 +591,8 @@ def main() -> None:
             bench_hb([256, 1024, 4096, 16384, 65536], reps=20, n_queries=2000)
         if part in (None, "bigcube"):
             bench_bigcube(2_000_000, 8, 64, reps=3)
+        if part == "pidentity":  # minutes of CPU: only on request
+            bench_pidentity(256, 16, 1500)
 
 
 if __name__ == "__main__":
