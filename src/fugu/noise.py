@@ -219,14 +219,19 @@ class RandomSource:
             return self._gen.bit_generator.random_raw(n).astype(_U64, copy=False)
         if n >= _BLOCK:
             return _thread_drbg()(n)
-        local = self._local
-        buf = getattr(local, "buf", None)
-        if buf is None or local.generation != _FORK_GENERATION or n > buf.size:
-            # a forked child never reuses the parent's buffered words
-            buf = _thread_drbg()(_BLOCK)
-            local.generation = _FORK_GENERATION
-        local.buf = buf[n:]
-        return buf[:n]
+        try:
+            state = self._local.state  # this thread's [buffer, next position, fork generation]
+        except AttributeError:
+            state = self._local.state = [None, _BLOCK, -1]
+        pos = state[1]
+        if state[2] != _FORK_GENERATION or pos + n > _BLOCK:
+            # refill; a forked child never reuses the parent's buffered words
+            state[0] = _thread_drbg()(_BLOCK)
+            state[2] = _FORK_GENERATION
+            pos = 0
+        state[1] = pos + n
+        words: NDArray[np.uint64] = state[0][pos : pos + n]
+        return words
 
     # -- exact integer draws ----------------------------------------------------------------
     def bits32(self, n: int) -> NDArray[np.uint32]:
