@@ -38,7 +38,7 @@ def _hierarchical(
         hist,
         epsilon,
         branching=options.get("branching"),
-        budget=options.get("budget", "uniform"),
+        budget=options.get("budget", "optimal"),
         consistency=_bool(options, "consistency", True),
         nonnegative=_bool(options, "nonnegative", False),
         flat=[f for f in str(options["flat"]).split(",") if f] if options.get("flat") else None,
@@ -83,7 +83,7 @@ register_mechanism(
         "hierarchical",
         _hierarchical,
         "central-dp",
-        "b-ary trees + least squares (--branching B, -o budget=geometric, "
+        "b-ary trees + least squares (--branching B, -o budget=uniform, "
         "-o consistency=false, -o nonnegative=true, -o flat=sex)",
         options=("branching", "budget", "consistency", "nonnegative", "flat"),
     )
