@@ -34,8 +34,8 @@ import numpy as np
 
 import fugu
 from fugu.blowfish.kmeans import KMeans, KMeansGrid, kmeans_objective
-from fugu.blowfish.kmeans_experiment import PAPER_EPSILONS, objective_ratio_experiment
 from fugu.blowfish.policy import Policy
+from fugu.report.kmeans_experiment import PAPER_EPSILONS, objective_ratio_experiment
 
 KM_PER_LAT_CELL = 2222 / 400  # the paper: 50N–30N ≈ 2222 km over 400 cells
 KM_PER_LON_CELL = 1442 / 300  # 125W–110W ≈ 1442 km over 300 cells

@@ -152,7 +152,7 @@ def test_grid_start_passes_audit_and_half_noise_fails() -> None:
 def test_paper_experiment_accepts_auto_settings() -> None:
     """The objective-ratio tool (and `fugu kmeans --report`) also takes n_iter/size_fraction
     "auto": Su et al.'s plan per policy and ε, from the experiment's common public start."""
-    from fugu.blowfish.kmeans_experiment import objective_ratio_experiment
+    from fugu.report.kmeans_experiment import objective_ratio_experiment
 
     X = blobs()[:600]
     auto = objective_ratio_experiment(

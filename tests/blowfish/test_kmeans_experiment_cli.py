@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fugu
-from fugu.blowfish.kmeans_experiment import PAPER_EPSILONS, objective_ratio_experiment
+from fugu.report.kmeans_experiment import PAPER_EPSILONS, objective_ratio_experiment
 
 DOM = fugu.Domain([fugu.Ordinal("lat", 0, 99), fugu.Ordinal("lon", 0, 79)])
 

@@ -278,8 +278,8 @@ def _report(
     repetitions: int,
     seed: int | None,
 ) -> None:
-    from ..blowfish.kmeans_experiment import objective_ratio_experiment
     from ..report import Report
+    from ..report.kmeans_experiment import objective_ratio_experiment
 
     pols: list[Any] = [None] if policy is None else [None, policy]
     exp = objective_ratio_experiment(

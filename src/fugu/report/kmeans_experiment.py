@@ -14,7 +14,7 @@ runs use a seeded random source, so nothing here is itself a private release.
 Example
 -------
 >>> import numpy as np, fugu
->>> from fugu.blowfish.kmeans_experiment import objective_ratio_experiment
+>>> from fugu.report.kmeans_experiment import objective_ratio_experiment
 >>> dom = fugu.Domain([fugu.Ordinal("x", 0, 99), fugu.Ordinal("y", 0, 99)])
 >>> X = np.random.default_rng(0).integers(0, 100, size=(500, 2))
 >>> res = objective_ratio_experiment(X, dom, [None, "distance:theta=10"], epsilons=[1.0],
@@ -33,10 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..domain import Domain
-from ..errors import InvalidParameterError, check_epsilon, check_positive_int
-from ..noise import RandomSource
-from .kmeans import (
+from ..blowfish.kmeans import (
     MODES,
     IterationPlan,
     KMeansGrid,
@@ -48,6 +45,9 @@ from .kmeans import (
     secret_graph,
     su_plan,
 )
+from ..domain import Domain
+from ..errors import InvalidParameterError, check_epsilon, check_positive_int
+from ..noise import RandomSource
 
 __all__ = ["RatioRow", "KMeansExperiment", "objective_ratio_experiment", "PAPER_EPSILONS"]
 
@@ -137,7 +137,7 @@ class KMeansExperiment:
 
     def figure(self) -> Any:
         """Matplotlib figure: mean ratio vs ε per policy, quartile band, log scale."""
-        from ..report import matplotlib_agg
+        from . import matplotlib_agg
 
         plt = matplotlib_agg()
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
