@@ -26,8 +26,12 @@ Where fugu departs from the authors' code (privmdr; spec §7), and why:
   code uses the plain mean; identical when all grids have the same variance).
 * Phase 2 and the weighted updates stop when nothing moves by one user (the paper's threshold
   1/n) instead of running a fixed 100 rounds: same MAE to five decimals, about 10× faster.
-* λ-D estimator: all four in/out cells of each pair by default (``estimator="full"``); the
-  code's (in, in)-only rule (which the paper's Q(q)^{(j,k)} describes) is ``"in-in"``.
+* λ-D estimator: all four in/out cells of each pair (``estimator="full"``) or the code's
+  (in, in)-only rule (which the paper's Q(q)^{(j,k)} describes, ``"in-in"``); the default
+  ``"auto"`` picks "in-in" when the grids' predicted noise is high (issue 15).
+* Cut cells: split by monotone cubic interpolation of the 1-D cumulative counts
+  (``interpolation="pchip"``) instead of the paper's uniformity assumption, which biases every
+  answer around a mode low (TDG gets a response matrix too).
 * Domain sizes need not be powers of two; λ = 1 queries are answered (the code crashes);
   users are assigned to groups by a balanced public random permutation.
 """
@@ -75,7 +79,25 @@ __all__ = [
 ALPHA1 = 0.7
 ALPHA2 = 0.03
 ORACLES = ("adaptive", "oue", "olh", "grr")
-ESTIMATORS = ("full", "in-in")
+ESTIMATORS = ("auto", "full", "in-in")
+# "auto": weight on "full" falls from 1 to 0 (linear in log noise) as the predicted noise of a
+# 2-D cell (fraction of n) rises from AUTO_NOISE[1] to AUTO_NOISE[0]
+AUTO_NOISE = (0.035, 0.008)
+
+
+def auto_weight(noise: float) -> float:
+    """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in"), from
+    the predicted noise standard deviation of one 2-D cell as a fraction of n.
+
+    >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0167, 0.008, 0.002)]
+    [0.0, 0.0, 0.5, 1.0, 1.0]
+    """
+    hi, lo = AUTO_NOISE
+    if not noise > 0:
+        return 1.0
+    return float(min(1.0, max(0.0, math.log(hi / noise) / math.log(hi / lo))))
+
+
 NORMALISATIONS = ("norm", "norm-sub")
 _MAX_MATRIX_CELLS = 1 << 24  # response matrix c_x * c_y limit (128 MiB of float64)
 
@@ -272,14 +294,17 @@ class GridProtocol(LDPProtocol):
         is much worse on the fine 1-D grids. OLH sends 12 bytes per report instead of
         ``cells/8``; choose it when bandwidth matters more than server time.
     alpha1, alpha2 : guideline constants (0.7 and 0.03, the paper's values).
-    estimator : λ-D estimator (λ ≥ 3): ``"full"`` (default) fits all four in/out cells of every
-        attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does.
-        Measured (n = 10^6, d = 6, c = 64, 100 queries, 2 seeds, λ = 3 and 4, ε = 0.5/1/2 on
-        Gaussian ρ = 0.5, Gaussian ρ = 0 and Laplace ρ = 0.5 data): with exact 2-D answers
-        "full" is 5× more accurate; with HDG's noisy grids "in-in" wins 11 of 18 cells by at most
-        1.4× (small ε, heavy-tailed data: its bias happens to offset the grids' bias toward
-        independence), "full" wins the others by up to 4.8× (accurate grids). "full" has the
-        smaller worst case and the correct limit, so it is the default.
+    estimator : λ-D estimator (λ ≥ 3): ``"full"`` fits all four in/out cells of every
+        attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does;
+        ``"auto"`` (default) averages the two with a weight on "full" that falls from 1 to 0
+        (linear in the logarithm) as the predicted noise of one 2-D cell (standard deviation
+        from ε and the group sizes, public) rises from 0.8 % to 3.5 % of n
+        (:func:`auto_weight`). With
+        exact 2-D answers "full" is 5× more accurate, but it multiplies the noisy grids' bias
+        (Norm-Sub, coarse cells) through the pair tables, and "in-in" (whose fit leans on its
+        uniform start) loses less of it when the grids are noisy. The choice depends only on
+        public numbers; it does not always pick the better one (``docs/ldp_grids.md`` has the
+        measured table: heavy-tailed data at ε ≥ 1 would prefer "in-in").
     interpolation : how a cut cell is split between the query and the rest. ``"pchip"``
         (default): the 1-D grids (TDG: the 2-D grids' consistent margins) are spread over their
         values by the monotone cubic interpolant of their cumulative counts
@@ -318,7 +343,7 @@ class GridProtocol(LDPProtocol):
         oracle: str = "oue",
         alpha1: float = ALPHA1,
         alpha2: float = ALPHA2,
-        estimator: str = "full",
+        estimator: str = "auto",
         max_iter: int = 100,
         tol: float = 1.0,
         interpolation: str = "pchip",
@@ -705,7 +730,16 @@ class GridProtocol(LDPProtocol):
                 f"spread over their values by {self.interpolation!r} interpolation "
                 f"({sweeps} sweeps)",
             )
-        steps += (f"lambda-D answers by weighted update, estimator {self.estimator!r}",)
+        est_txt = f"lambda-D answers by weighted update, estimator {self.estimator!r}"
+        if self.estimator == "auto":
+            sd = [math.sqrt(g.variance) for g in grids if len(g.attributes) == 2]
+            sd = [v for v in sd if v < 1e15]
+            noise = float(np.mean(sd)) / float(n) if sd and n > 0 else math.inf
+            est_txt += (
+                f" (weight {auto_weight(noise):.2f} on 'full', the rest on 'in-in': predicted "
+                f"noise of a 2-D cell {noise:.4f} n)"
+            )
+        steps += (est_txt,)
         params = dict(guarantee.parameters)
         params.update(
             {
@@ -863,9 +897,11 @@ class GridRelease(Release):
 
     * λ = 0: n.
     * λ = 1: HDG — the attribute's 1-D grid; TDG — the mean of its 2-D grids' marginals (equal
-      after consistency); cells cut by the interval contribute by uniform guess.
+      after consistency); cells cut by the interval contribute by ``interpolation`` (the
+      uniform guess, or the share of the cut in the PCHIP spread of the cells).
     * λ = 2: the pair's 2-D grid; cells fully inside the query contribute their count, cut cells
-      the uniform guess (TDG, §4.1) or the sum of the response matrix over the cut (HDG).
+      the sum of the response matrix over the cut (HDG; TDG with ``"pchip"``) or the uniform
+      guess (TDG with ``"uniform"``, §4.1).
     * λ ≥ 3: the 2 × 2 in/out table of every attribute pair (from the 2-D answers of the pair's
       intervals and complements) feeds :func:`~fugu.inference.ldp_post.estimate_from_pairs`
       (Algorithm 2, variant ``estimator``).
@@ -925,6 +961,21 @@ class GridRelease(Release):
         self._cum: dict[int, NDArray[np.float64]] = {}
 
     # -- answering ---------------------------------------------------------------------------
+    @property
+    def cell_noise(self) -> float:
+        """Predicted noise standard deviation of one 2-D grid cell, as a fraction of n (mean
+        over the pairs; from ε and the group sizes only)."""
+        sd = [math.sqrt(g.variance) for g in self._pair.values() if g.variance < 1e29]
+        return float(np.mean(sd)) / self.n if sd and self.n > 0 else math.inf
+
+    @property
+    def full_weight(self) -> float:
+        """Weight of the "full" λ-D estimate in the answers (1 for ``estimator="full"``, 0 for
+        ``"in-in"``, :func:`auto_weight` of :attr:`cell_noise` for ``"auto"``)."""
+        if self.estimator != "auto":
+            return 1.0 if self.estimator == "full" else 0.0
+        return auto_weight(self.cell_noise)
+
     def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
         if key not in self._ps:
             self._ps[key] = PrefixSums(arr)
@@ -1050,9 +1101,15 @@ class GridRelease(Release):
         for lv, qs_l in by_lam.items():
             pairs = list(combinations(range(lv), 2))
             stacked = {p: np.stack([tables[q][p] for q in qs_l]) for p in pairs}
-            est, _ = estimate_from_pairs(
-                stacked, lv, self.n, variant=self.estimator, max_iter=self.max_iter, tol=self.tol
-            )
+            w = self.full_weight
+            est = np.zeros(len(qs_l))
+            for variant, share in (("full", w), ("in-in", 1.0 - w)):
+                if share > 0:
+                    e, _ = estimate_from_pairs(
+                        stacked, lv, self.n, variant=variant, max_iter=self.max_iter,
+                        tol=self.tol,
+                    )  # fmt: skip
+                    est += share * e
             out[np.array(qs_l)] = est
         return out
 

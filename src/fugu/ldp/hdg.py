@@ -18,12 +18,17 @@ Algorithm (§4, spec ``ldp_range.md`` §5):
    1-D grid and d − 1 2-D grids with inverse-variance weights (§4.2: weight ∝ 1/|S_i|),
    alternated with Norm-Sub until stable, ending with Norm-Sub.
 3. **Response matrices** (Algorithm 1). For each pair, a c_j × c_k matrix fitted by weighted
-   update (IPF) to the 1-D grids of j and k and the pair's 2-D grid.
+   update (IPF) to the 1-D grids of j and k and the pair's 2-D grid. By default the 1-D grids
+   are first spread over their values by monotone cubic interpolation of their cumulative
+   counts and fitted value by value (``interpolation="pchip"``); ``"uniform"`` fits them cell
+   by cell as the paper does (flat inside a 1-D cell, which underestimates intervals around
+   a mode).
 4. **Answers.** A 2-D query: cells of the 2-D grid fully inside contribute their count, cut cells
-   the response matrix's sum over the cut. λ = 1: the 1-D grid. λ ≥ 3: the 2 × 2 in/out table of
-   each attribute pair from 2-D answers, combined by weighted update (Algorithm 2; the default
-   ``estimator="full"`` fits all four cells of each pair table, ``"in-in"`` only the (in, in) cell
-   as the authors' code — see ``docs/ldp_grids.md`` for the measured difference).
+   the response matrix's sum over the cut. λ = 1: the 1-D grid (spread over its values as in
+   step 3). λ ≥ 3: the 2 × 2 in/out table of each attribute pair from 2-D answers, combined by
+   weighted update (Algorithm 2; ``estimator="full"`` fits all four cells of each pair table,
+   ``"in-in"`` only the (in, in) cell as the authors' code, the default ``"auto"`` picks one
+   from the predicted noise of the grids — see ``docs/ldp_grids.md`` for the measurements).
 
 Expected error (§5.1): noise + sampling variance per cell ``n·m·Var_FO`` (≈ 4e^ε/(e^ε−1)² per
 user for OUE/OLH); ``rel.expected_error(q)`` gives this part for λ ≤ 2 (non-uniformity and

@@ -19,9 +19,13 @@ Algorithm (§4, spec ``ldp_range.md`` §5):
 2. **Post-processing.** Norm-Sub on every grid, then consistency of the 1-D marginals shared
    by grids alternated with Norm-Sub until no cell moves by a user (at most 100 rounds), ending
    with Norm-Sub (:func:`fugu.inference.ldp_post.consistent_grids`).
-3. **Answers.** A 2-D query sums the cells of its pair's grid, cut cells by the uniform guess;
-   λ = 1 uses the grids' (consistent) marginals; λ ≥ 3 combines the 2-D answers of all
-   C(λ, 2) pairs by weighted update (Algorithm 2; :class:`~fugu.ldp.grids.GridRelease`).
+3. **Answers.** A 2-D query sums the cells of its pair's grid; a cut cell is split by the
+   paper's uniform guess (``interpolation="uniform"``) or, by default, by the product of the
+   two attributes' within-cell shares read from the grids' consistent margins spread over
+   their values by monotone cubic interpolation (``"pchip"``; less biased on smooth data, the
+   same as the uniform guess when g2 = 2); λ = 1 uses the grids' (consistent) marginals;
+   λ ≥ 3 combines the 2-D answers of all C(λ, 2) pairs by weighted update (Algorithm 2;
+   :class:`~fugu.ldp.grids.GridRelease`).
 
 Expected error (§5.1): noise + sampling variance of a 2-D answer ≈ (covered cells) ·
 n·m·4e^ε/(e^ε−1)² (OUE/OLH; GRR on small grids is lower), plus a non-uniformity error from cut
