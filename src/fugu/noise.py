@@ -509,9 +509,23 @@ class _Inversion:
         thr = np.full(_CELLS, _NONE, dtype=np.uint32)
         thr[cells] = (self.floors & int(_LOW)).astype(np.uint32)
         self.entry = (base << np.uint32(_CELL_BITS + 1)) | thr
+        # Near-uniform tables (the digits): with 2^d outcomes and every end k within its own
+        # slot, k·2^(32-d) <= floor(θ_k·2^32) < (k+1)·2^(32-d), the outcome is the word's top d
+        # bits c, minus one when the low bits fall below end c: a gather from a 2^d table.
+        m = self.floors.size + 1
+        self.slot_bits = 0
+        if m >= 2 and m & (m - 1) == 0:
+            d = m.bit_length() - 1
+            k = np.arange(1, m, dtype=np.int64)
+            frac = self.floors - (k << (32 - d))
+            if frac.min() >= 0 and frac.max() < 1 << (32 - d):
+                self.slot_bits = 32 - d
+                self.slot_end = np.concatenate([[0], frac + 1]).astype(np.uint32)
 
     def draw(self, rng: RandomSource, words: NDArray[np.uint32]) -> NDArray[np.uint32]:
         """Outcomes for the given uniform words (one word each; extra words only when undecided)."""
+        if self.slot_bits:
+            return self._draw_slots(rng, words)
         entry = self.entry[words >> np.uint32(_CELL_BITS)]
         low = words & _LOW
         thr = entry & _THR_MASK
@@ -521,6 +535,19 @@ class _Inversion:
         for j in tied:
             v = int(words[j])
             i = int(np.searchsorted(self.floors, v, side="left"))
+            out[j] = i + self._resolve(rng, v, i, i + 1)
+        return out
+
+    def _draw_slots(self, rng: RandomSource, words: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        """The near-uniform form: slot c = top bits; end c (if c >= 1) sits in slot c at
+        offset ``slot_end[c] - 1``; the outcome is c, or c - 1 below that offset."""
+        slot = words >> np.uint32(self.slot_bits)
+        low = words & np.uint32((1 << self.slot_bits) - 1)
+        end = self.slot_end[slot]
+        out = slot - (low < end)
+        end -= low  # wraps unless low <= end; equals 1 exactly on a tie with end c
+        for j in np.flatnonzero(end == 1):
+            v, i = int(words[j]), int(slot[j]) - 1
             out[j] = i + self._resolve(rng, v, i, i + 1)
         return out
 

@@ -207,3 +207,30 @@ def test_secure_table_draws_vary() -> None:
     a = discrete_laplace(1e6, size=10_000)
     b = discrete_laplace(1e6, size=10_000)
     assert (a == b).mean() < 0.01
+
+
+@pytest.mark.parametrize("scale", [5000.0, 2.0**20, 2.0**41, 2.0**52])
+def test_digit_slot_lookup_equals_the_cell_lookup(scale: float) -> None:
+    """Digit tables whose ends each sit in their own slot use the near-uniform slot form (a 2^d
+    table instead of the 2^16-cell one; always the lowest digit, not a 15-bit top digit);
+    given the same words and the same bits for ties, both forms give the same outcomes."""
+    tables = _LaplaceTables(*_ts(scale))
+    words = RandomSource(seed=71).bits32(300_000)
+    assert tables.digits[0][1].slot_bits > 0
+    for _, table in tables.digits:
+        if not table.slot_bits:
+            continue
+        slots = table.draw(RandomSource(seed=72), words)
+        saved, table.slot_bits = table.slot_bits, 0
+        try:
+            cells = table.draw(RandomSource(seed=72), words)
+        finally:
+            table.slot_bits = saved
+        assert np.array_equal(slots, cells)
+    # forced ties in the slot form resolve to one of the two neighbouring outcomes
+    _, table = tables.digits[0]
+    m = min(3, table.floors.size)
+    tie_words = np.repeat(table.floors[:m], 50).astype(np.uint32)
+    out = table.draw(RandomSource(seed=73), tie_words).reshape(m, 50)
+    for i in range(m):
+        assert set(np.unique(out[i]).tolist()) <= {i, i + 1}
