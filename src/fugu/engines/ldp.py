@@ -369,6 +369,9 @@ def _spark_sums(
     df = df.select(*[spark_engine._quote(c) for c in names])
     if num_partitions:
         df = df.repartition(int(num_partitions))
+    # One partial per task, not per partition: thousands of small partitions would each send a
+    # support-sized payload to the driver at once (issue 16.5). The runner reads only ``names``.
+    df, _ = spark_engine.coalesce_to_tasks(df)
     results = df.mapInArrow(
         _spark_runner(fn, names, batch_rows), spark_engine._RESULT_SCHEMA
     ).collect()
