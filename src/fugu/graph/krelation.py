@@ -328,8 +328,10 @@ class KRelation:
         if len(dnf) > self.max_clauses:
             raise InvalidParameterError(
                 f"the annotation of tuple {t!r} has {len(dnf)} clauses in minimal DNF, more than "
-                f"max_clauses={self.max_clauses}; raise max_clauses or reorder the query so unions "
-                f"are taken after joins"
+                f"max_clauses={self.max_clauses}. Build the query with form='formula' (annotations "
+                f"kept as formulas, polynomial size, never refused), raise max_clauses, or reorder "
+                f"the query so unions are taken after joins. Note: this refusal depends on the "
+                f"data; form='formula' has none"
             )
 
     # -- construction ------------------------------------------------------------------------
