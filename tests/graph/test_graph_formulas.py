@@ -219,3 +219,18 @@ def test_general_recursive_accepts_formula_relations() -> None:
 
     q = subset_values(rel.compile())
     assert q[0] == 0 and q[-1] == 2 and len(q) == 8
+
+
+@pytest.mark.parametrize("kind", ["cnf", "dnf"])
+def test_g_search_program_answers_like_the_full_g_program(kind: str) -> None:
+    """The reduced program of the search for j (and its greedy/dual shortcuts) gives the same
+    yes/no as the full G program on formulas, where S_{R(t),p} can exceed 1 (CNF)."""
+    _, F = random_formulas(21, kind, n=10, tuples=9, clauses=4)
+    full = LPModel(F)
+    n = F.n_participants
+    for i in range(1, n):
+        g = full.g_value(i)
+        for cap in (0.5 * g, 0.97 * g, 1.03 * g + 1e-6, 2.0 * g + 1e-6):
+            if abs(cap - g) < 1e-6:
+                continue
+            assert LPModel(F).g_at_most(i, cap) == (g <= cap), (i, cap, g)
