@@ -230,3 +230,32 @@ def test_not_private_reason_is_described() -> None:
 
     g = replace(g, private=False, parameters={**g.parameters, "not_private_reason": "why not"})
     assert "NOT PRIVATE: why not; do not publish." in g.describe()
+
+
+def test_kmeans_progress_bar_only_when_asked(capsys) -> None:  # type: ignore[no-untyped-def]
+    X = points(300)
+    km = fugu.blowfish.KMeans(3, 1.0, domain=DOM, n_iter=3, rng=fugu.RandomSource(seed=1))
+    km.fit(X)
+    assert "k-means iterations" not in capsys.readouterr().err
+    km = fugu.blowfish.KMeans(
+        3, 1.0, domain=DOM, n_iter=3, rng=fugu.RandomSource(seed=1), progress=True
+    )
+    km.fit(X)
+    err = capsys.readouterr().err
+    assert "k-means iterations" in err and "3/3" in err
+
+
+def test_cli_kmeans_is_quiet_when_piped(csv_file) -> None:  # type: ignore[no-untyped-def]
+    code, text = _run(
+        "kmeans",
+        "--data",
+        str(csv_file),
+        "--columns",
+        "lat:0..99,lon:0..79",
+        "-e",
+        "1",
+        "--seed",
+        "1",
+    )
+    assert code == 0, text
+    assert "k-means iterations" not in text

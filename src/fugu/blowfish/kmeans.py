@@ -943,6 +943,7 @@ def lloyd(
     *,
     stats: Callable[[NDArray[np.float64]], tuple[NDArray[np.int64], NDArray[np.float64]]]
     | None = None,
+    on_iteration: Callable[[int], None] | None = None,
 ) -> tuple[NDArray[np.float64], list[NDArray[np.float64]]]:
     """Run ``n_iter`` Lloyd iterations from ``init``; noisy when ``plans`` is given.
 
@@ -950,6 +951,7 @@ def lloyd(
     ``plans=None`` this is ordinary non-private Lloyd (the experiments' baseline).
     ``stats(centers) -> (sizes, centred sums)`` replaces the in-memory statistics of ``points``
     (the estimator passes :func:`cluster_stats` on the chosen engine; ``points`` is then unused).
+    ``on_iteration(t)`` is called after iteration ``t`` (a progress hook; it sees no data).
     """
     assign = assign or _Assigner()
     centers = np.asarray(init, dtype=np.float64).copy()
@@ -972,6 +974,8 @@ def lloyd(
             ns, nq = release_iteration(sizes, sums, plans[t], rng)
         history.append(ns)
         centers = _update(centers, ns, nq, o, lo, hi, min_cluster_size)
+        if on_iteration is not None:
+            on_iteration(t)
     return centers, history
 
 
@@ -1327,6 +1331,9 @@ class KMeans:
         —, duckdb with ``sql=``, spark for a Spark DataFrame). Every engine gives identical sums,
         hence identical centres for the same seed; privacy does not depend on the engine.
         ``fit(X, engine=...)`` overrides it.
+    progress : bool
+        Show a tqdm bar of the noisy iterations on stderr (default False; the CLI turns it on
+        on a terminal). Each iteration reads the data once, so large files take a while.
 
     Attributes
     ----------
@@ -1374,6 +1381,7 @@ class KMeans:
         min_cluster_size: float = 1.0,
         accountant: Accountant | None = None,
         engine: str | None = None,
+        progress: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -1389,6 +1397,7 @@ class KMeans:
         self.min_cluster_size = min_cluster_size
         self.accountant = accountant
         self.engine = engine
+        self.progress = progress
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     @classmethod
@@ -1693,9 +1702,29 @@ class KMeans:
                 **engine_options,
             )
 
-        centers, history = lloyd(
-            None, init, iters, grid, None, plans, source, float(self.min_cluster_size), stats=stats
-        )
+        bar = None
+        if self.progress and iters > 0:
+            import sys
+
+            from tqdm import tqdm
+
+            bar = tqdm(total=iters, desc="k-means iterations", unit="it", file=sys.stderr)
+        try:
+            centers, history = lloyd(
+                None,
+                init,
+                iters,
+                grid,
+                None,
+                plans,
+                source,
+                float(self.min_cluster_size),
+                stats=stats,
+                on_iteration=None if bar is None else (lambda t: bar.update(1)),
+            )
+        finally:
+            if bar is not None:
+                bar.close()
         self.cluster_centers_ = centers
         self.noisy_sizes_ = np.stack(history) if history else np.zeros((0, k))
         self.n_iter_ = iters

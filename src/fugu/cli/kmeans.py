@@ -17,6 +17,7 @@ from ._common import (
     ledger_option,
     open_ledger,
     parse_attribute,
+    quiet_requested,
     refuse_unused,
     seed_source,
     table,
@@ -133,6 +134,7 @@ def register(cli: click.Group) -> None:
         help="Starting centres: 'auto' (a private coarse-grid start where it helps), or "
         "'spread' / 'random' (public randomness: no data, no ε).",
     )
+    @click.option("--quiet", "-q", is_flag=True, help="No progress bar (default off when piped).")
     @click.option(
         "--sensitivity",
         type=click.Choice(["safe", "paper"]),
@@ -180,6 +182,7 @@ def register(cli: click.Group) -> None:
         iterations: int | str,
         size_fraction: float | str,
         init: str,
+        quiet: bool,
         sensitivity: str,
         clip: bool,
         engine: str | None,
@@ -212,6 +215,7 @@ def register(cli: click.Group) -> None:
                 policy=policy,
                 n_iter=iterations,
                 init=init,
+                progress=not quiet_requested(quiet) and not as_json,
                 rng=rng,
                 domain=dom,
                 clip=clip,
