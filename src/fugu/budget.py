@@ -41,8 +41,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
-import stat
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,6 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._files import atomic_write
 from .errors import (
     BudgetExceededError,
     FuguError,
@@ -403,38 +402,12 @@ def _check_number(value: Any, name: str, bad: Any) -> float:
 
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and rename."""
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp = folder / f".{path.name}.{secrets.token_hex(8)}.tmp"
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-        # O_EXCL on a random name; 0o666 filtered by the umask, as a plain open() would
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise LedgerError(f"cannot write ledger {str(path)!r}: {exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable (best effort: not every platform can open a folder)
-        dfd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+    data = text.encode("utf-8")
+    atomic_write(
+        path,
+        lambda fh: fh.write(data),
+        error=lambda m: LedgerError(m.replace("cannot write", "cannot write ledger", 1)),
+    )
 
 
 def _lock_path(p: Path) -> Path:
@@ -452,6 +425,25 @@ def _lock_module() -> Any:
             "share a budget here with one in-memory fugu.Accountant instead"
         ) from None
     return fcntl
+
+
+@contextmanager
+def _exclusive_lock(p: Path) -> Iterator[None]:
+    """Hold an exclusive OS lock on the ledger ``p`` (on its sibling lock file) for the block."""
+    fcntl = _lock_module()
+    lock_path = _lock_path(p)
+    try:
+        lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block
+    except OSError as exc:
+        raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
+    try:
+        fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        try:
+            fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
+        finally:
+            lock_fh.close()
 
 
 @contextmanager
@@ -501,7 +493,6 @@ def ledger_file(
     ...     print(str(e).split(";")[0])  # doctest: +ELLIPSIS
     ledger ... tracks 'ldp' budget, not 'central-dp'
     """
-    fcntl = _lock_module()
     p = Path(path)
     if model is not None and model not in MODELS:
         raise InvalidParameterError(f"model must be one of {list(MODELS)}, got {model!r}")
@@ -509,13 +500,7 @@ def ledger_file(
         raise LedgerError(
             f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
         )
-    lock_path = _lock_path(p)
-    try:
-        lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block
-    except OSError as exc:
-        raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
-    try:
-        fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
+    with _exclusive_lock(p):
         acct = Accountant.load(p)
         b = acct.budget
         if model is not None and not same_model(model, b.model):
@@ -535,11 +520,6 @@ def ledger_file(
         finally:
             if acct.ledger != before:
                 acct.save(p)
-    finally:
-        try:
-            fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
-        finally:
-            lock_fh.close()
 
 
 def create_ledger(
@@ -562,16 +542,9 @@ def create_ledger(
     ...     print(str(e).split(":")[0])  # doctest: +ELLIPSIS
     ledger ... already exists
     """
-    fcntl = _lock_module()
     p = Path(path)
     acct = Accountant(Budget(total, model=model, policy=policy))
-    lock_path = _lock_path(p)
-    try:
-        lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held while creating
-    except OSError as exc:
-        raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
-    try:
-        fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
+    with _exclusive_lock(p):
         if p.exists():
             try:
                 old = Accountant.load(p)
@@ -587,11 +560,6 @@ def create_ledger(
                 "if the releases it recorded were never published"
             )
         acct.save(p)
-    finally:
-        try:
-            fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
-        finally:
-            lock_fh.close()
     return acct
 
 

@@ -441,24 +441,10 @@ class Release:
             p = p.with_suffix(p.suffix + ".npz") if p.suffix else p.with_suffix(".npz")
         payload = {f"a_{k}": np.asarray(v) for k, v in arrays.items()}
         payload["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
-        # atomic: a temporary file in the same folder, renamed over the target when complete,
-        # so an interrupted save never leaves a truncated release behind
-        import os
-        import secrets
+        # atomic: an interrupted save never leaves a truncated release behind
+        from ._files import atomic_write
 
-        tmp = p.parent / f".{p.name}.{secrets.token_hex(8)}.tmp"
-        # O_EXCL on a random name; mode 0o666 filtered by the umask, like open(p, "wb")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez_compressed(fh, **payload)  # type: ignore[arg-type]
-            os.replace(tmp, p)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write(p, lambda fh: np.savez_compressed(fh, **payload))  # type: ignore[arg-type]
         return p
 
     @staticmethod
