@@ -335,20 +335,21 @@ def _load_histogram(
 
 def domain_options(
     data_help: str = "'adult' (bundled) or a CSV/Parquet file.",
+    *,
+    data_default: str | None = "adult",
+    attributes_help: str = "Attributes: names for adult, or 'age:0..99,sex:F|M' for files.",
 ) -> Callable[[Any], Any]:
-    """The ``--data``, ``--attributes`` and ``--domain`` options every data command shares."""
+    """The ``--data``, ``--attributes`` and ``--domain`` options every data command shares
+    (``data_default=None``: ``--data`` is required)."""
 
     def decorate(fn: Any) -> Any:
         fn = click.option(
             "--domain", "domain_file", help="Domain JSON file (instead of --attributes)."
         )(fn)
-        fn = click.option(
-            "--attributes",
-            "-a",
-            multiple=True,
-            help="Attributes: names for adult, or 'age:0..99,sex:F|M' for files.",
-        )(fn)
-        return click.option("--data", default="adult", show_default=True, help=data_help)(fn)
+        fn = click.option("--attributes", "-a", multiple=True, help=attributes_help)(fn)
+        if data_default is None:
+            return click.option("--data", required=True, help=data_help)(fn)
+        return click.option("--data", default=data_default, show_default=True, help=data_help)(fn)
 
     return decorate
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ._common import (
     check_option_keys,
+    domain_options,
     emit,
     ledger_line,
     ledger_option,
@@ -130,14 +131,11 @@ def register(cli: click.Group) -> None:
         )
 
     @ldp.command("simulate")
-    @click.option(
-        "--data",
-        default="synthetic",
-        show_default=True,
-        help="'synthetic' (correlated Gaussian) or a CSV/Parquet file.",
+    @domain_options(
+        "'synthetic' (correlated Gaussian) or a CSV/Parquet file.",
+        data_default="synthetic",
+        attributes_help="For files: 'x:0..63,y:0..63'.",
     )
-    @click.option("--attributes", "-a", multiple=True, help="For files: 'x:0..63,y:0..63'.")
-    @click.option("--domain", "domain_file", help="Domain JSON file (instead of --attributes).")
     @click.option(
         "--method",
         "-m",
@@ -296,9 +294,11 @@ def register(cli: click.Group) -> None:
         )
 
     @ldp.command("perturb")
-    @click.option("--data", required=True, help="CSV or Parquet file of user records.")
-    @click.option("--attributes", "-a", multiple=True, help="'age:0..99,sex:F|M' (the domain).")
-    @click.option("--domain", "domain_file", help="Domain JSON file (instead of --attributes).")
+    @domain_options(
+        "CSV or Parquet file of user records.",
+        data_default=None,
+        attributes_help="'age:0..99,sex:F|M' (the domain).",
+    )
     @click.option("--method", "-m", required=True, help="LDP method (see 'fugu ldp methods').")
     @click.option("--epsilon", "-e", type=float, required=True)
     @click.option("--option", "-o", "extra", multiple=True, help="Method option key=value.")
