@@ -337,14 +337,14 @@ def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> N
     print(f"\n# fugu vs the authors' code (privmdr), correlated Gaussian rho = 0.5, n = {n:,},")
     print(f"# d = {d}, c = {c}, 100 queries per lambda (omega = 0.5), MAE averaged over "
           f"{seeds} seed(s) each")  # fmt: skip
-    print(f"{'method':>6} {'eps':>4} {'lam':>3} {'authors':>8} {'fugu':>8} {'fugu/auth':>9}"
+    print(f"{'method':>6} {'eps':>4} {'lam':>3} {'authors':>8} {'fugu':>8} {'fugu/auth±se':>11}"
           f" {'paper-rules':>11} {'paper/auth':>10}  g1/g2 authors, fugu")  # fmt: skip
     for algo in ("TDG", "HDG"):
         cls = getattr(ldp, algo)
         for eps in epsilons:
-            a_err = np.mean(
+            a_err = np.array(
                 [np.abs(np.array(peer[f"{algo}|{eps!r}|{s}"]["answers"]) - truth) / n
-                 for s in range(1, seeds + 1)], axis=0,
+                 for s in range(1, seeds + 1)],
             )  # fmt: skip
             rel = [
                 cls(dom, eps).simulate(codes, rng=fugu.RandomSource(seed=100 + s))
@@ -355,15 +355,22 @@ def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> N
                 cls(dom, eps, **rules).simulate(codes, rng=fugu.RandomSource(seed=100 + s))
                 for s in range(1, seeds + 1)
             ]
-            f_err = np.mean([np.abs(r._answer_bounds(bounds) - truth) / n for r in rel], axis=0)
-            p_err = np.mean([np.abs(r._answer_bounds(bounds) - truth) / n for r in paper], axis=0)
+            f_err = np.array([np.abs(r._answer_bounds(bounds) - truth) / n for r in rel])
+            p_err = np.array([np.abs(r._answer_bounds(bounds) - truth) / n for r in paper])
             info = peer[f"{algo}|{eps!r}|1"]
             gp = rel[0].guarantee.parameters
             for i, lam in enumerate(lams):
                 sl = slice(100 * i, 100 * (i + 1))
-                a, f, pp = a_err[sl].mean(), f_err[sl].mean(), p_err[sl].mean()
-                print(f"{algo:>6} {eps:4.1f} {lam:3d} {a:8.4f} {f:8.4f} {f / a:9.2f} {pp:11.4f}"
-                      f" {pp / a:10.2f}  {info['g1']}/{info['g2']}, "
+                # per-run MAEs; the ratio's standard error by the delta method
+                a_r, f_r, p_r = (x[:, sl].mean(axis=1) for x in (a_err, f_err, p_err))
+                a, f, pp = a_r.mean(), f_r.mean(), p_r.mean()
+
+                def se(x: np.ndarray) -> float:
+                    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
+
+                rse = (f / a) * math.sqrt((se(f_r) / f) ** 2 + (se(a_r) / a) ** 2)
+                print(f"{algo:>6} {eps:4.1f} {lam:3d} {a:8.4f} {f:8.4f} {f / a:6.2f}±{rse:4.2f}"
+                      f" {pp:11.4f} {pp / a:10.2f}  {info['g1']}/{info['g2']}, "
                       f"{(gp.get('g1') or ['-'])[0]}/{gp['g2'][0]}")  # fmt: skip
 
 
