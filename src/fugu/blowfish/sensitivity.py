@@ -396,8 +396,8 @@ def _kmeans(key: str, policy: Policy, detail: bool) -> Any:
     """k-means queries (He et al. §6): ``kmeans_qsize`` (cluster sizes), ``kmeans_qsum`` (per-
     cluster coordinate sums, safe: moves that switch clusters included) and
     ``kmeans_qsum_paper`` (the paper's same-cluster values). Computed by
-    :mod:`fugu.blowfish.kmeans` on the policy's grid."""
-    from . import kmeans as km
+    :mod:`fugu.blowfish.kmeans_queries` on the policy's grid."""
+    from . import kmeans_queries as km
 
     if policy.constraints:
         raise PolicyError("k-means sensitivities are defined for policies without constraints")
