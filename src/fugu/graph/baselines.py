@@ -31,8 +31,8 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, discrete_laplace_variance, geometric_mechanism
+from .count_release import CountRelease, nonnegative_release, pattern_name
 from .patterns import _normalise, check_graph, enumerate_pattern, pattern_graph
-from .recursive import CountRelease, _pattern_name, nonnegative_release
 
 __all__ = ["laplace_count", "global_sensitivity"]
 
@@ -128,7 +128,7 @@ def laplace_count(
     model = "edge-dp" if unit == "edge" else "node-dp"
     if unit not in ("node", "edge"):
         raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
-    name = _pattern_name(pattern, k)
+    name = pattern_name(pattern, k)
     gs = global_sensitivity(pattern, unit, n=G.number_of_nodes(), degree_bound=degree_bound, k=k)
     eps = check_epsilon(epsilon)
     if gs / eps > MAX_SCALE:  # public (n under edge DP, D under node DP): checked before charging

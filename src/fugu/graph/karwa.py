@@ -70,8 +70,8 @@ from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace, grid_power_tail
 from .baselines import global_sensitivity
+from .count_release import CountRelease, nonnegative_release
 from .patterns import _normalise, check_graph
-from .recursive import CountRelease, nonnegative_release
 from .smooth import check_scale_range, power_tail_parameters
 
 __all__ = [

@@ -52,7 +52,8 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace
-from ..release import Guarantee, Release
+from ..release import Guarantee
+from .count_release import CountRelease, nonnegative_release, pattern_name
 from .krelation import Annotations, Formulas, KRelation
 from .lp import LPModel
 
@@ -203,77 +204,6 @@ class Trace:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-# -- the release --------------------------------------------------------------------------------
-class CountRelease(Release):
-    """One noisy number (a subgraph count or a linear statistic) with its guarantee.
-
-    ``value`` is the released estimate; ``delta_hat`` the released noisy sensitivity Δ̂ of the
-    Recursive Mechanism (None for baselines); ``noise_std`` the standard deviation of the final
-    noise (the Recursive Mechanism's estimate is also biased low, which this does not include).
-    """
-
-    kind = "graph-count"
-
-    def __init__(
-        self,
-        guarantee: Guarantee,
-        value: float,
-        *,
-        delta_hat: float | None = None,
-        noise_std: float | None = None,
-        statistic: str = "",
-    ) -> None:
-        super().__init__(None, guarantee)
-        self.value = float(value)
-        self.delta_hat = None if delta_hat is None else float(delta_hat)
-        self.noise_std = None if noise_std is None else float(noise_std)
-        self.statistic = statistic
-
-    def answer(self, query: Any = None) -> float:  # type: ignore[override]
-        """The released value (this release answers one statistic)."""
-        if query is not None and query != self.statistic:
-            raise InvalidParameterError(f"this release answers only {self.statistic!r}")
-        return self.value
-
-    @property
-    def counts(self) -> NDArray[np.float64]:
-        return np.array([self.value])
-
-    def expected_error(self, query: Any = None) -> float | None:
-        """None: the Recursive Mechanism's bias is data-dependent (see ``noise_std``)."""
-        return None if self.delta_hat is not None else self.noise_std
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"value": np.array([self.value])}
-        if self.delta_hat is not None:
-            arrays["delta_hat"] = np.array([self.delta_hat])
-        return arrays, {"statistic": self.statistic, "noise_std": self.noise_std}
-
-    @classmethod
-    def _from_state(cls, domain: Any, guarantee: Guarantee, arrays: Any, meta: Any) -> Release:
-        dh = arrays.get("delta_hat")
-        return cls(
-            guarantee,
-            float(arrays["value"][0]),
-            delta_hat=None if dh is None else float(dh[0]),
-            noise_std=meta.get("noise_std"),
-            statistic=meta.get("statistic", ""),
-        )
-
-    def summary(self) -> dict[str, Any]:
-        return super().summary() | {
-            "statistic": self.statistic,
-            "value": self.value,
-            "delta_hat": self.delta_hat,
-        }
-
-    def __repr__(self) -> str:
-        g = self.guarantee
-        tail = "" if g.private else " NOT PRIVATE"
-        what = f"({g.mechanism}, {g.model}, ε={g.epsilon:g})"
-        return f"<CountRelease {self.statistic} ≈ {self.value:.4g} {what}{tail}>"
 
 
 # -- the mechanism --------------------------------------------------------------------------------
@@ -841,23 +771,6 @@ def clamp_ln_delta_hat(ln_dh: float, theta: float) -> float:
     return min(max(ln_dh, math.log(theta) - LN_DELTA_HAT_BELOW_THETA), LN_DELTA_HAT_MAX)
 
 
-def nonnegative_release(rel: CountRelease) -> CountRelease:
-    """``max(0, value)``: post-processing (no privacy cost), recorded in the guarantee.
-
-    A count or a sum of nonnegative weights is never negative, but unbiased noise can push the
-    estimate below 0; clamping removes such impossible values (and adds a small upward bias near
-    0). The release says so in ``guarantee.post_processing``.
-    """
-    g = rel.guarantee.with_post_processing("clamped at 0 (nonnegative=True)")
-    return CountRelease(
-        g,
-        max(0.0, rel.value),
-        delta_hat=rel.delta_hat,
-        noise_std=rel.noise_std,
-        statistic=rel.statistic,
-    )
-
-
 def _check_monotone(q: NDArray[np.float64], n: int) -> None:
     if q.size and q[0] != 0:
         raise InvalidParameterError(
@@ -1010,7 +923,7 @@ def count(
         tolerance=tolerance,
         x_rule=x_rule,
     )
-    name = _pattern_name(pattern, k)
+    name = pattern_name(pattern, k)
     from .patterns import check_pattern
 
     check_pattern(pattern, induced, unit)  # public: before anything is charged
@@ -1097,7 +1010,7 @@ def _baseline_count(
     if mechanism == "smooth":
         from .smooth import smooth_triangle_count
 
-        if _pattern_name(pattern, k) != "triangle":
+        if pattern_name(pattern, k) != "triangle":
             raise InvalidParameterError(
                 f"mechanism='smooth' counts triangles; got pattern {pattern!r} (use "
                 f"mechanism='karwa' for k-stars and k-triangles)"
@@ -1118,22 +1031,3 @@ def _baseline_count(
         accountant=accountant,
         nonnegative=nonnegative,
     )
-
-
-def _pattern_name(pattern: Any, k: int | None) -> str:
-    import networkx as nx
-
-    if isinstance(pattern, nx.Graph):
-        return f"pattern({pattern.number_of_nodes()} nodes, {pattern.number_of_edges()} edges)"
-    if not isinstance(pattern, str):
-        raise InvalidTypeError(
-            f"pattern must be a name or a networkx graph, got {type(pattern).__name__}"
-        )
-    from .patterns import _normalise
-
-    name, kk = _normalise(pattern, k)
-    if name.startswith("k-"):
-        return f"{kk}-{name[2:]}"
-    if name in ("path", "cycle"):
-        return f"{name} of length {kk}"
-    return name

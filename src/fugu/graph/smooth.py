@@ -64,8 +64,8 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, _check_power, grid_power_tail
+from .count_release import CountRelease, nonnegative_release
 from .patterns import check_graph
-from .recursive import CountRelease, nonnegative_release
 
 __all__ = [
     "smooth_triangle_count",
