@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -117,39 +116,18 @@ def oh_plan(
     bottom: bool = False,
     worst_case: bool = False,
     max_fanout: int = 64,
+    consistency: bool = False,
 ) -> OHPlan:
     """Choose fan-out, height and ε split minimising the predicted range-query MSE (see module).
 
     ``eps_split`` fixes the S-part's share of ε; ``fanout``/``height`` fix the structure.
+    ``consistency=True`` plans for answers made consistent by least squares (what
+    :func:`ordered_hierarchical` does by default): when the padded domain has at most
+    ``MAX_EXACT_PLAN`` values, the best tree (h >= 1) and the best Ordered Mechanism (h = 0) by
+    the formula are compared by their exact average variance after least squares over 64 fixed
+    random ranges (least squares helps trees, not the Ordered Mechanism). Public computation
+    only: no data involved.
     """
-    return oh_candidates(
-        k,
-        theta,
-        epsilon,
-        fanout=fanout,
-        height=height,
-        eps_split=eps_split,
-        moves=moves,
-        bottom=bottom,
-        worst_case=worst_case,
-        max_fanout=max_fanout,
-    )[0]
-
-
-def oh_candidates(
-    k: int,
-    theta: int,
-    epsilon: float,
-    *,
-    fanout: int | None = None,
-    height: int | None = None,
-    eps_split: float | None = None,
-    moves: float = 1.0,
-    bottom: bool = False,
-    worst_case: bool = False,
-    max_fanout: int = 64,
-) -> list[OHPlan]:
-    """Every structure :func:`oh_plan` considers, best predicted MSE first."""
     k = check_positive_int(k, "k")
     theta = check_positive_int(theta, "theta (largest rank gap of a secret edge)", 0)
     if eps_split is not None and not 0 < eps_split < 1:
@@ -175,6 +153,7 @@ def oh_candidates(
                 continue
             block = f**h
             n_blocks = -(-k // block)
+            # S- and H-part sensitivities: the rule of fugu.blowfish.cumulative.part_sensitivity
             s_s = moves * ((-(-theta // block)) if theta else 0)
             if bottom:
                 s_s = max(s_s, moves * n_blocks)
@@ -197,7 +176,7 @@ def oh_candidates(
             plans.append(OHPlan(f, h, block, es, eh, float(s_s), float(s_h), float(mse)))
 
     plans.sort(key=lambda p: p.mse)
-    return plans
+    return _least_squares_best(plans, k, bottom) if consistency else plans[0]
 
 
 #: Structures are compared by their exact least-squares error when the padded domain is at most
@@ -205,55 +184,32 @@ def oh_candidates(
 MAX_EXACT_PLAN = 1 << 12
 
 
-def _choose(
-    k: int,
-    probe: Any,
-    eps: float,
-    fanout: int | None,
-    height: int | None,
-    eps_split: float | None,
-    consistency: bool,
-) -> OHPlan:
-    """The structure to use: the best by the closed-form MSE; with consistency on and a small
-    domain, the best tree (h >= 1) by formula and the Ordered Mechanism (h = 0) are compared by
-    their exact average variance after least squares over 64 fixed random ranges (least squares
-    helps trees, not the Ordered Mechanism). Public computation only: no data involved."""
-    cands = oh_candidates(
-        k,
-        probe.theta,
-        eps,
-        fanout=fanout,
-        height=height,
-        eps_split=eps_split,
-        moves=probe.moves,
-        bottom=probe.bottom,
-    )
-    if not consistency or len(cands) == 1:
-        return cands[0]
-    trees = [c for c in cands if c.height > 0][:1]
-    flat = [c for c in cands if c.height == 0][:1]
+def _least_squares_best(plans: list[OHPlan], k: int, bottom: bool) -> OHPlan:
+    """Of the plans (best formula MSE first), the best tree and the best Ordered Mechanism
+    compared by their exact average variance after least squares (see :func:`oh_plan`)."""
+    trees = [c for c in plans if c.height > 0][:1]
+    flat = [c for c in plans if c.height == 0][:1]
     pool = [c for c in trees + flat if -(-k // c.block) * c.block <= MAX_EXACT_PLAN]
-    if len(pool) < 2:
-        return cands[0]
+    if len(plans) == 1 or len(pool) < 2:
+        return plans[0]
     gen = np.random.default_rng(0)
     ends = np.sort(gen.integers(0, k + 1, size=(64, 2)), axis=1)
     ends[:, 1] = np.maximum(ends[:, 1], ends[:, 0] + 1)
     ends = np.minimum(ends, k)
     ends[:, 0] = np.minimum(ends[:, 0], ends[:, 1] - 1)
-    best, best_err = cands[0], math.inf
+    best, best_err = plans[0], math.inf
     for c in pool:
-        sens = part_sensitivity_like(probe, k, c)
         var_s = (
-            float(discrete_laplace_variance(sens[0] / c.eps_s))
-            if sens[0] > 0 and c.eps_s > 0
+            float(discrete_laplace_variance(c.sens_s / c.eps_s))
+            if c.sens_s > 0 and c.eps_s > 0
             else 0.0
         )
         var_h = (
-            float(discrete_laplace_variance(sens[1] / c.eps_h))
-            if sens[1] > 0 and c.eps_h > 0
+            float(discrete_laplace_variance(c.sens_h / c.eps_h))
+            if c.sens_h > 0 and c.eps_h > 0
             else 0.0
         )
-        st = Structure(k, c.fanout, c.height, var_s, var_h, not probe.bottom)
+        st = Structure(k, c.fanout, c.height, var_s, var_h, not bottom)
         if c.height > 0 and var_h > 0 and (var_s > 0 or st.n_s == 0):
             err = float(np.mean([gls_range_variance(st, int(a), int(b)) for a, b in ends]))
         else:
@@ -261,18 +217,6 @@ def _choose(
         if err < best_err - 1e-12:
             best, best_err = c, err
     return best
-
-
-def part_sensitivity_like(probe: Any, k: int, c: OHPlan) -> tuple[float, float]:
-    """S- and H-part sensitivities of a candidate, from the probe (same rule as
-    :func:`fugu.blowfish.cumulative.part_sensitivity`)."""
-    n_blocks = -(-k // c.block)
-    s_part = float(-(-probe.theta // c.block)) if probe.theta else 0.0
-    h_part = float(2 * c.height) if probe.theta else 0.0
-    if probe.bottom:
-        s_part = max(s_part, float(n_blocks))
-        h_part = max(h_part, float(c.height))
-    return probe.moves * s_part, probe.moves * h_part
 
 
 def ordered_hierarchical(
@@ -313,16 +257,16 @@ def ordered_hierarchical(
     # ε must be valid before planning: the split divides by ε² (ZeroDivisionError at 1e-300
     # before this check) and every noisy part needs a scale within the sampler's limit
     eps0 = check_noise_epsilon(epsilon, [NoisePart("smallest noisy", 1.0)], what)
-    plan = _choose(k, probe, eps0, fanout, height, eps_split, consistency)
     plan = oh_plan(
         k,
         probe.theta,
         eps0,
-        fanout=plan.fanout,
-        height=plan.height,
+        fanout=fanout,
+        height=height,
         eps_split=eps_split,
         moves=probe.moves,
         bottom=probe.bottom,
+        consistency=consistency,
     )
     sens = part_sensitivity(policy, k, block=plan.block, height=plan.height)
     parts = []
@@ -363,8 +307,6 @@ def ordered_hierarchical(
     n = float(counts.sum()) if total_public else None
     use_gls = consistency and plan.height > 0 and var_h > 0 and (var_s > 0 or st.n_s == 0)
     if use_gls:
-        import numpy as np
-
         leaves = gls_leaves(s, levels, st, n)
         cum = np.concatenate([[0.0], np.cumsum(leaves)])[: k + 1]
         if n is not None:
