@@ -46,6 +46,11 @@ Attributes other modules read (the contract for ``fugu.blowfish.kmeans`` and the
     a stable identifier (description + digest) used by the budget :class:`~fugu.Accountant`;
     two policies with the same name are the same policy.
 
+The compact forms of each graph family (partition block ids, distance weights, explicit edge
+arrays with :data:`BOTTOM`) and the edge enumeration are built in
+:mod:`fugu.blowfish.policy_edges`; this module holds the :class:`Policy` object and its text form
+(:func:`parse_policy`).
+
 Examples
 --------
 >>> import fugu
@@ -75,16 +80,25 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..domain import Domain, Nominal, Ordinal
+from ..domain import Domain, Ordinal
 from ..errors import DomainError, InvalidTypeError, PolicyError
 from .constraints import Constraint, constraint_from_dict
+from .policy_edges import (
+    BOTTOM,
+    _block_ids,
+    _check_domain,
+    _edge_array,
+    _group_pairs,
+    _offset_pairs,
+    _partition_fields,
+    _weights,
+)
+from .policy_edges import partition_block_ids as partition_block_ids  # kept importable here
 
 __all__ = ["Policy", "parse_policy", "KINDS", "BOTTOM"]
 
 KINDS = ("full", "attribute", "partition", "distance", "explicit")
 
-#: Flat index used for the ⊥ vertex ("no record") in edge lists and ``is_edge``.
-BOTTOM = -1
 
 #: Domains up to this many cells may materialise every edge (tests, brute force).
 MAX_MATERIALISED_EDGES = 20_000_000
@@ -687,77 +701,6 @@ def _no_args(args: Mapping[str, str], text: str) -> None:
         raise PolicyError(f"{text!r}: this policy takes no parameters, got {dict(args)}")
 
 
-# ----------------------------------------------------------------------------------------------
-# helpers
-# ----------------------------------------------------------------------------------------------
-def partition_block_ids(domain: Domain, blocks: Mapping[str, Any] | ArrayLike) -> NDArray[np.int64]:
-    """Flat block id of every cell for ``blocks`` as in :meth:`Policy.partition` — also for a
-    binning with one value per block (a query, not a policy: no secret pair is needed)."""
-    f = _partition_fields(_check_domain(domain), blocks)
-    return _block_ids(domain, f["attribute_blocks"], f["cell_blocks"])
-
-
-def _block_ids(
-    domain: Domain,
-    attribute_blocks: tuple[tuple[int, ...] | None, ...] | None,
-    cell_blocks: NDArray[np.int64] | None,
-) -> NDArray[np.int64]:
-    if cell_blocks is not None:
-        return cell_blocks
-    assert attribute_blocks is not None
-    per = [
-        np.zeros(a.size, np.int64) if b is None else np.asarray(b, np.int64)
-        for a, b in zip(domain.attributes, attribute_blocks, strict=True)
-    ]
-    nb = [int(p.max()) + 1 for p in per]
-    grids = np.meshgrid(*per, indexing="ij")
-    flat = np.zeros(domain.shape, np.int64)
-    for g, n in zip(grids, nb, strict=True):
-        flat = flat * n + g
-    return flat.reshape(-1)
-
-
-def _partition_fields(domain: Domain, blocks: Mapping[str, Any] | ArrayLike) -> dict[str, Any]:
-    """The Policy fields of a partition: per-attribute blocks or per-cell block ids, and a label."""
-    if isinstance(blocks, Mapping):
-        per_attr: list[tuple[int, ...] | None] = [None] * domain.ndim
-        for name, spec in blocks.items():
-            j = domain.axis(str(name))
-            per_attr[j] = _attribute_blocks(domain.attributes[j], spec)
-        parts = [
-            f"{a.name}={_block_label(blocks[a.name])}"
-            for a in domain.attributes
-            if a.name in blocks
-        ]
-        return {
-            "attribute_blocks": tuple(per_attr),
-            "cell_blocks": None,
-            "label": "partition:" + ",".join(parts),
-        }
-    arr = np.asarray(blocks)
-    if arr.size != domain.size:
-        raise PolicyError(
-            f"partition blocks: got {arr.size} block ids for a domain of {domain.size} cells; "
-            f"the partition must cover the domain: give one block id per cell (shape "
-            f"{domain.shape}) or a per-attribute mapping"
-        )
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.all(arr == np.rint(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise PolicyError("partition blocks: per-cell block ids must be integers")
-    _, ids = np.unique(arr.reshape(-1), return_inverse=True)
-    ids = ids.astype(np.int64)
-    ids.setflags(write=False)
-    return {"attribute_blocks": None, "cell_blocks": ids, "label": "partition:cells"}
-
-
-def _check_domain(domain: Any) -> Domain:
-    if not isinstance(domain, Domain):
-        raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(domain).__name__}")
-    return domain
-
-
 def _replace(p: Policy, **changes: Any) -> Policy:
     from dataclasses import replace
 
@@ -766,192 +709,3 @@ def _replace(p: Policy, **changes: Any) -> Policy:
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def _weights(
-    domain: Domain, weights: Mapping[str, float] | Sequence[float] | None
-) -> tuple[float, ...]:
-    if weights is None:
-        return tuple(1.0 for _ in domain.attributes)
-    if isinstance(weights, Mapping):
-        unknown = [k for k in weights if k not in domain.names]
-        if unknown:
-            raise DomainError(
-                f"weights name unknown attributes {unknown}; the domain has {list(domain.names)}"
-            )
-        w = [float(weights.get(a.name, 1.0)) for a in domain.attributes]
-    else:
-        w = [float(x) for x in weights]
-        if len(w) != domain.ndim:
-            raise PolicyError(f"give one weight per attribute ({domain.ndim}), got {len(w)}")
-    if any(not (math.isfinite(x) and x > 0) for x in w):
-        raise PolicyError(f"weights must be finite and > 0, got {w}")
-    return tuple(w)
-
-
-def _block_label(spec: Any) -> str:
-    if isinstance(spec, int | str):
-        return str(spec)
-    return "custom"
-
-
-def _attribute_blocks(attr: Ordinal | Nominal, spec: Any) -> tuple[int, ...]:
-    n = attr.size
-    if isinstance(spec, bool):
-        raise PolicyError(
-            f"partition of {attr.name!r}: expected a width, block ids or groups, got {spec!r}"
-        )
-    if isinstance(spec, int | np.integer):
-        width = int(spec)
-        if width < 1:
-            raise PolicyError(
-                f"partition of {attr.name!r}: block width must be an integer >= 1, got {width}"
-            )
-        return tuple(int(i) // width for i in range(n))
-    if isinstance(spec, str):
-        if isinstance(attr, Nominal) and spec.startswith("level"):
-            try:
-                depth = int(spec[5:])
-            except ValueError:
-                raise PolicyError(
-                    f"partition of {attr.name!r}: write 'level1', 'level2', ..."
-                ) from None
-            h = attr.hierarchy
-            if not 0 <= depth < h.height:
-                raise PolicyError(
-                    f"partition of {attr.name!r}: hierarchy depth {depth} outside 0..{h.height - 1}"
-                )
-            ids = np.full(n, -1, np.int64)
-            k = 0
-            for node in h.nodes:
-                if node.depth == depth or (
-                    node.depth < depth and node.size == 1 and h.is_leaf(node)
-                ):
-                    ids[node.start : node.stop] = k
-                    k += 1
-            return tuple(int(i) for i in ids)
-        raise PolicyError(
-            f"partition of {attr.name!r}: cannot read {spec!r}; give a width (integer), block ids, "
-            f"groups of values, or 'level<d>' for a nominal hierarchy"
-        )
-    items = list(spec)
-    if items and all(isinstance(g, list | tuple | set | frozenset) for g in items):
-        ids = np.full(n, -1, np.int64)
-        for b, group in enumerate(items):
-            for v in group:
-                code = _code_of(attr, v)
-                if ids[code] >= 0:
-                    raise PolicyError(
-                        f"partition of {attr.name!r}: value {v!r} is in two blocks "
-                        f"({ids[code]} and {b}); blocks must not overlap"
-                    )
-                ids[code] = b
-        missing = np.flatnonzero(ids < 0)
-        if missing.size:
-            vals = [attr.decode([m])[0] for m in missing[:5]]
-            raise PolicyError(
-                f"partition of {attr.name!r} does not cover the domain: {missing.size} value(s) "
-                f"are in no block, e.g. {[v.item() if hasattr(v, 'item') else v for v in vals]}; "
-                f"every value must be in exactly one block"
-            )
-        return tuple(int(i) for i in ids)
-    arr = np.asarray(items)
-    if arr.size != n:
-        raise PolicyError(
-            f"partition of {attr.name!r}: got {arr.size} block ids for {n} values; the partition "
-            f"must cover the attribute (one block id per value)"
-        )
-    if arr.dtype.kind not in "iu":
-        raise PolicyError(f"partition of {attr.name!r}: block ids must be integers")
-    _, ids2 = np.unique(arr, return_inverse=True)
-    return tuple(int(i) for i in ids2.reshape(-1))
-
-
-def _code_of(attr: Ordinal | Nominal, v: Any) -> int:
-    try:
-        return int(attr.encode(np.asarray([v]))[0])
-    except DomainError as exc:
-        raise DomainError(f"partition of {attr.name!r}: {exc}") from None
-
-
-def _edge_array(domain: Domain, edges: Any) -> NDArray[np.int64]:
-    if isinstance(edges, np.ndarray) and edges.dtype.kind in "iu":
-        arr = edges.astype(np.int64).reshape(-1, 2)
-    else:
-        rows = []
-        for e in edges:
-            if len(e) != 2:
-                raise PolicyError(f"an edge is a pair of cells, got {e!r}")
-            rows.append([_cell_of(domain, v) for v in e])
-        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
-    if arr.size and (arr.max() >= domain.size or arr.min() < BOTTOM):
-        raise DomainError(f"edge endpoints must be cells 0..{domain.size - 1} (or -1 for ⊥)")
-    if np.any(arr[:, 0] == arr[:, 1]):
-        raise PolicyError("an edge joins two different values; found a self-loop")
-    arr = np.sort(arr, axis=1)
-    both_bottom = (arr == BOTTOM).all(axis=1)
-    if both_bottom.any():
-        raise PolicyError("an edge cannot join ⊥ to ⊥")
-    arr = np.unique(arr, axis=0)
-    # ⊥ edges are stored as (cell, -1) for readability
-    bot = arr[:, 0] == BOTTOM
-    arr[bot] = arr[bot][:, ::-1]
-    arr.setflags(write=False)
-    return arr
-
-
-def _cell_of(domain: Domain, v: Any) -> int:
-    if v is None or (isinstance(v, str) and v.lower() in ("bottom", "⊥")):
-        return BOTTOM
-    if isinstance(v, int | np.integer):
-        return int(v)
-    if isinstance(v, Mapping):
-        return int(domain.encode({k: [val] for k, val in v.items()})[0])
-    vals = list(v)
-    if len(vals) != domain.ndim:
-        raise PolicyError(f"record {v!r} needs one value per attribute {list(domain.names)}")
-    return int(domain.encode({a: [val] for a, val in zip(domain.names, vals, strict=True)})[0])
-
-
-def _offset_pairs(
-    shape: tuple[int, ...], delta: NDArray[np.int64], chunk: int
-) -> Iterator[tuple[NDArray[np.int64], NDArray[np.int64]]]:
-    """Flat (src, src + δ) for every src with both inside the grid."""
-    ranges = []
-    for n, k in zip(shape, delta, strict=True):
-        lo, hi = max(0, -int(k)), n - max(0, int(k))
-        if hi <= lo:
-            return
-        ranges.append(np.arange(lo, hi, dtype=np.int64))
-    strides = np.ones(len(shape), np.int64)
-    for j in range(len(shape) - 2, -1, -1):
-        strides[j] = strides[j + 1] * shape[j + 1]
-    flat_delta = int((delta * strides).sum())
-    # flat indices of the sub-grid, built axis by axis (no per-cell Python loop)
-    src = np.zeros(1, np.int64)
-    for r, st in zip(ranges, strides, strict=True):
-        src = (src[:, None] + r[None, :] * st).reshape(-1)
-    for i in range(0, src.size, chunk):
-        s = src[i : i + chunk]
-        yield s, s + flat_delta
-
-
-def _group_pairs(
-    groups: NDArray[np.int64], chunk: int
-) -> Iterator[tuple[NDArray[np.int64], NDArray[np.int64]]]:
-    """All pairs of cells within each group, vectorised over groups of equal size."""
-    order = np.argsort(groups, kind="stable")
-    g_sorted = groups[order]
-    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
-    sizes = np.diff(np.r_[starts, g_sorted.size])
-    for s in np.unique(sizes):
-        if s < 2:
-            continue
-        st = starts[sizes == s]
-        members = order[st[:, None] + np.arange(s)[None, :]]  # (n_groups, s)
-        iu, ju = np.triu_indices(int(s), 1)
-        per_group = iu.size
-        step = max(1, chunk // per_group)
-        for i in range(0, members.shape[0], step):
-            m = members[i : i + step]
-            yield m[:, iu].reshape(-1), m[:, ju].reshape(-1)

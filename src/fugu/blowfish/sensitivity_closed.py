@@ -210,7 +210,7 @@ def _diameter(cols: _Columns, size: int) -> tuple[float, bool, str]:
             best = max(best, float(proj.max() - proj.min()))
         return best, True, "exact: L1 diameter by sign vectors"
     if size * (size - 1) // 2 * max(1, cols.m) <= MAX_PAIR_WORK:
-        from .policy import _group_pairs
+        from .policy_edges import _group_pairs
 
         best = 0.0
         for s, d in _group_pairs(np.zeros(size, np.int64), max(1, 4_000_000 // max(1, cols.m))):

@@ -48,7 +48,7 @@ class Coarsening:
     blocks: Any
 
     def labels(self, domain: Domain) -> NDArray[np.int64]:
-        from .policy import partition_block_ids
+        from .policy_edges import partition_block_ids
 
         return partition_block_ids(domain, self.blocks)
 
