@@ -89,11 +89,16 @@ LEDGER_VERSION = 1
 
 @dataclass(frozen=True)
 class Budget:
-    """A privacy budget: ε under a model (default central DP) and, for Blowfish, a policy name."""
+    """A privacy budget: ε under a model (default central DP) and, for Blowfish, a policy name.
+
+    ``delta`` is the total δ that (ε, δ) releases may add up to (sequential composition sums the
+    δs too); 0, the default, admits only pure ε-DP releases.
+    """
 
     epsilon: float
     model: str = "central-dp"
     policy: str | None = None
+    delta: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
@@ -103,6 +108,7 @@ class Budget:
             raise InvalidParameterError(
                 f"policy must be a policy name (a string) or None, got {self.policy!r}"
             )
+        object.__setattr__(self, "delta", _check_delta(self.delta, "delta", InvalidParameterError))
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,7 @@ class LedgerEntry:
     time: str
     parts: tuple[str, ...] = ()
     policy: str | None = None
+    delta: float = 0.0
 
 
 @dataclass
@@ -156,6 +163,7 @@ class Accountant:
     def __repr__(self) -> str:
         b = self.budget
         pol = f", policy={b.policy!r}" if b.policy is not None else ""
+        pol += f", delta={b.delta:g}, spent_delta={self.spent_delta:g}" if b.delta else ""
         return (
             f"Accountant(total={b.epsilon:g}, model={b.model!r}{pol}, spent={self.spent:g}, "
             f"remaining={self.remaining:g}, entries={len(self.ledger)})"
@@ -183,15 +191,36 @@ class Accountant:
                 f"{self.budget.epsilon:g} remains; spend less, or declare a larger total"
             )
 
+    @property
+    def spent_delta(self) -> float:
+        """The δ spent so far by (ε, δ) releases (they add up, like ε)."""
+        return math.fsum(e.delta for e in self.ledger)
+
     def spend(
-        self, epsilon: float, what: str, *, model: str | None = None, policy: str | None = None
+        self,
+        epsilon: float,
+        what: str,
+        *,
+        model: str | None = None,
+        policy: str | None = None,
+        delta: float = 0.0,
     ) -> None:
-        """Record a spend (sequential composition)."""
+        """Record a spend (sequential composition of ε and, for (ε, δ) releases, of δ)."""
         self._check_model(model, policy)
+        delta = _check_delta(delta, "delta", InvalidParameterError)
         with self._lock:
             self._check_common_policy(policy)
             self.check(epsilon, what)
-            self.ledger.append(LedgerEntry(float(epsilon), str(what), _now(), policy=policy))
+            if delta and self.spent_delta + delta > self.budget.delta * (1 + 1e-12):
+                raise BudgetExceededError(
+                    f"cannot spend delta={delta:g} on {what!r}: this budget allows delta "
+                    f"{self.budget.delta:g} in total and {self.spent_delta:g} is spent; an "
+                    "(ε, δ) release needs a budget with a δ total (Budget(..., delta=...), "
+                    "'fugu ledger init --delta')"
+                )
+            self.ledger.append(
+                LedgerEntry(float(epsilon), str(what), _now(), policy=policy, delta=delta)
+            )
 
     def parallel(
         self,
@@ -264,7 +293,7 @@ class Accountant:
                 {
                     k: v
                     for k, v in {**asdict(e), "parts": list(e.parts)}.items()
-                    if k != "policy" or v is not None
+                    if not (k == "policy" and v is None or k == "delta" and not v)
                 }
                 for e in self.ledger
             ],
@@ -333,8 +362,10 @@ class Accountant:
         b = data["budget"]
         if not isinstance(b, Mapping):
             raise bad(f"'budget' must be an object, got {type(b).__name__}")
-        if set(b) - {"epsilon", "model", "policy"} or "epsilon" not in b:
-            raise bad(f"'budget' must have 'epsilon' (and optionally 'model', 'policy'), got {b}")
+        if set(b) - {"epsilon", "model", "policy", "delta"} or "epsilon" not in b:
+            raise bad(
+                f"'budget' must have 'epsilon' (and optionally 'model', 'policy', 'delta'), got {b}"
+            )
         total = _check_number(b["epsilon"], "budget epsilon (the total)", bad)
         model = b.get("model", "central-dp")
         if not isinstance(model, str) or model not in MODELS:
@@ -350,7 +381,7 @@ class Accountant:
             if not isinstance(e, Mapping):
                 raise bad(f"entry {i} must be an object, got {type(e).__name__}")
             missing = {"epsilon", "what", "time"} - set(e)
-            unknown = set(e) - {"epsilon", "what", "time", "parts", "policy"}
+            unknown = set(e) - {"epsilon", "what", "time", "parts", "policy", "delta"}
             if missing or unknown:
                 raise bad(
                     f"entry {i} needs fields epsilon, what, time (optional parts, policy); "
@@ -366,13 +397,22 @@ class Accountant:
             entry_policy = e.get("policy")
             if entry_policy is not None and not isinstance(entry_policy, str):
                 raise bad(f"entry {i} 'policy' must be a string or null, got {entry_policy!r}")
-            ledger.append(LedgerEntry(eps, e["what"], e["time"], tuple(parts), entry_policy))
-        acct = cls(Budget(total, model=model, policy=policy))
+            entry_delta = _check_delta(e.get("delta", 0.0), f"entry {i} delta", bad)
+            ledger.append(
+                LedgerEntry(eps, e["what"], e["time"], tuple(parts), entry_policy, entry_delta)
+            )
+        total_delta = _check_delta(b.get("delta", 0.0), "budget delta", bad)
+        acct = cls(Budget(total, model=model, policy=policy, delta=total_delta))
         acct.ledger = ledger
         if acct.spent > total + 1e-9:
             raise bad(
                 f"its entries spend {acct.spent:g}, more than its total {total:g} "
                 "(it was edited by hand or written without a lock)"
+            )
+        if acct.spent_delta > total_delta * (1 + 1e-12):
+            raise bad(
+                f"its entries spend delta {acct.spent_delta:g}, more than its delta total "
+                f"{total_delta:g} (it was edited by hand or written without a lock)"
             )
         return acct
 
@@ -380,13 +420,31 @@ class Accountant:
         lines = [
             f"total epsilon {self.budget.epsilon:g} ({self.budget.model}), "
             f"spent {self.spent:g}, remaining {self.remaining:g}"
+            + (
+                f"; total delta {self.budget.delta:g}, spent {self.spent_delta:g}"
+                if self.budget.delta
+                else ""
+            )
         ]
-        lines += [f"  {e.time}  {e.epsilon:g}  {e.what}" for e in self.ledger]
+        lines += [
+            f"  {e.time}  {e.epsilon:g}{f' (delta {e.delta:g})' if e.delta else ''}  {e.what}"
+            for e in self.ledger
+        ]
         return "\n".join(lines)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a ledger may hold")
+
+
+def _check_delta(value: Any, name: str, bad: Any) -> float:
+    """δ of an (ε, δ) guarantee: a number in [0, 1) (0: pure ε-DP)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad(f"{name} must be a number in [0, 1), got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and 0 <= v < 1):
+        raise bad(f"{name} must be a number in [0, 1) (0 for pure ε-DP), got {value!r}")
+    return v
 
 
 def _check_number(value: Any, name: str, bad: Any) -> float:
@@ -523,7 +581,12 @@ def ledger_file(
 
 
 def create_ledger(
-    path: str | Path, total: float, *, model: str = "central-dp", policy: str | None = None
+    path: str | Path,
+    total: float,
+    *,
+    model: str = "central-dp",
+    policy: str | None = None,
+    delta: float = 0.0,
 ) -> Accountant:
     """Create a new ledger file with a declared total; refuse if the file already exists.
 
@@ -543,7 +606,7 @@ def create_ledger(
     ledger ... already exists
     """
     p = Path(path)
-    acct = Accountant(Budget(total, model=model, policy=policy))
+    acct = Accountant(Budget(total, model=model, policy=policy, delta=delta))
     with _exclusive_lock(p):
         if p.exists():
             try:

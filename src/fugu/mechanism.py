@@ -120,17 +120,19 @@ def start(
     policy: str | None = None,
     sensitivity: float = 1.0,
     splits: int = 1,
+    delta: float = 0.0,
 ) -> tuple[float, RandomSource]:
     """Validate ε, resolve the random source and charge the accountant (before touching data).
 
     ε is checked by :func:`check_epsilon_range` with ``sensitivity`` and ``splits`` (how many
     parts the mechanism divides ε into), so a too-small ε is refused, naming the working range,
-    before anything is planned or spent.
+    before anything is planned or spent. ``delta`` > 0 marks an (ε, δ) mechanism: the accountant
+    must have a δ total to spend it from.
     """
     eps = check_epsilon_range(epsilon, mechanism=what, sensitivity=sensitivity, splits=splits)
     source = default_source(rng)
     if accountant is not None:
-        accountant.spend(eps, what, model=model, policy=policy)
+        accountant.spend(eps, what, model=model, policy=policy, delta=delta)
     return eps, source
 
 
@@ -146,6 +148,7 @@ def guarantee(
     parameters: Mapping[str, Any] | None = None,
     data_options: Mapping[str, Any] | None = None,
     post_processing: tuple[str, ...] = (),
+    delta: float = 0.0,
 ) -> Guarantee:
     return Guarantee(
         model=model,
@@ -158,4 +161,5 @@ def guarantee(
         data_options=dict(data_options or {}),
         post_processing=post_processing,
         private=rng.private,
+        delta=delta,
     )

@@ -71,6 +71,8 @@ class Guarantee:
     data_options : how records became counts (out-of-domain policy, engine, public filters)
     post_processing : what was applied after the noise (consistency, non-negativity, rounding)
     private : False when a seeded, reproducible random source was used
+    delta : 0 for pure ε-DP (every fugu mechanism but the few marked (ε, δ)); otherwise the
+        probability δ with which the e^ε bound may fail: Pr[M(D) ∈ S] ≤ e^ε·Pr[M(D') ∈ S] + δ
     """
 
     model: str
@@ -83,6 +85,7 @@ class Guarantee:
     data_options: Mapping[str, Any] = field(default_factory=dict)
     post_processing: tuple[str, ...] = ()
     private: bool = True
+    delta: float = 0.0
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -99,6 +102,15 @@ class Guarantee:
             raise InvalidParameterError(
                 f"a guarantee's epsilon must be a finite number > 0, got {eps!r}"
             )
+        d = self.delta
+        if (
+            isinstance(d, bool)
+            or not isinstance(d, int | float | np.integer | np.floating)
+            or not 0 <= d < 1
+        ):
+            raise InvalidParameterError(
+                f"a guarantee's delta must be a number in [0, 1) (0 for pure ε-DP), got {d!r}"
+            )
 
     def __repr__(self) -> str:
         sens = "" if self.sensitivity is None else f", sensitivity={self.sensitivity:g}"
@@ -107,7 +119,8 @@ class Guarantee:
         )
         return (
             f"Guarantee(model={self.model!r}, epsilon={self.epsilon:g}, "
-            f"mechanism={self.mechanism!r}{sens}{pp}, private={self.private})"
+            + (f"delta={self.delta:g}, " if self.delta else "")
+            + f"mechanism={self.mechanism!r}{sens}{pp}, private={self.private})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,18 +141,29 @@ class Guarantee:
 
     def describe(self) -> str:
         """The guarantee in plain words."""
+        model = MODELS[self.model]
+        if self.delta:  # (ε, δ): not the pure ε-DP the model's name states
+            model = model.replace("ε-", "(ε, δ)-", 1) + f", delta = {self.delta:g}"
         lines = [
-            f"{MODELS[self.model]}, epsilon = {self.epsilon:g}, neighbours: {self.neighbours}.",
+            f"{model}, epsilon = {self.epsilon:g}, neighbours: {self.neighbours}.",
             f"Mechanism: {self.mechanism}"
             + (f" (sensitivity {self.sensitivity:g})" if self.sensitivity is not None else "")
             + ".",
         ]
         if self.source:
             lines.append(f"Source: {self.source}.")
-        lines.append(
-            f"Any one {_protected_unit(self)} changes the probability of any output by at most a "
-            f"factor of e^{self.epsilon:g} = {math.exp(self.epsilon):.3g}."
-        )
+        if self.delta:
+            lines.append(
+                f"Any one {_protected_unit(self)} changes the probability of any set of outputs "
+                f"by at most a factor of e^{self.epsilon:g} = {math.exp(self.epsilon):.3g} plus "
+                f"{self.delta:g} (so with probability up to {self.delta:g} the factor bound "
+                "may fail: this is not pure ε-DP)."
+            )
+        else:
+            lines.append(
+                f"Any one {_protected_unit(self)} changes the probability of any output by at "
+                f"most a factor of e^{self.epsilon:g} = {math.exp(self.epsilon):.3g}."
+            )
         if self.post_processing:
             lines.append(
                 "Post-processing (no further privacy cost): "
@@ -618,6 +642,7 @@ _GUARANTEE_FIELDS = {
     "data_options": dict,
     "post_processing": list,
     "private": bool,
+    "delta": float,
 }
 _GUARANTEE_REQUIRED = ("model", "epsilon", "neighbours", "mechanism")
 
@@ -740,6 +765,9 @@ def _check_guarantee(g: Any, bad: Callable[[str], FileFormatError]) -> Guarantee
     eps = g["epsilon"]
     if not math.isfinite(eps) or eps <= 0:
         raise bad(f"guarantee epsilon must be a finite number > 0, got {eps!r}")
+    dl = g.get("delta", 0.0)
+    if not math.isfinite(dl) or not 0 <= dl < 1:
+        raise bad(f"guarantee delta must be a number in [0, 1), got {dl!r}")
     sens = g.get("sensitivity")
     if sens is not None and (math.isnan(sens) or sens < 0):
         raise bad(f"guarantee sensitivity must be >= 0, got {sens!r}")

@@ -471,3 +471,23 @@ def test_ledger_entry_policy_must_be_a_string(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(fugu.FuguError, match="policy"):
         Accountant.load(path)
+
+
+def test_ledger_delta_total_is_kept_and_validated(tmp_path: Path) -> None:
+    path = tmp_path / "d.json"
+    fugu.budget.create_ledger(path, 1.0, model="edge-dp", delta=1e-5)
+    with ledger_file(path, model="edge-dp") as acct:
+        acct.spend(0.2, "k-triangle", model="edge-dp", delta=4e-6)
+    again = Accountant.load(path)
+    assert again.budget.delta == 1e-5 and again.spent_delta == pytest.approx(4e-6)
+    assert "total delta 1e-05, spent 4e-06" in again.report()
+    for bad in (-1e-6, 1.0, float("nan"), "0.1"):
+        data = json.loads(path.read_text())
+        data["ledger"][0]["delta"] = bad
+        path.write_text(json.dumps(data))
+        with pytest.raises(LedgerError, match="delta"):
+            Accountant.load(path)
+    data["ledger"][0]["delta"] = 2e-5  # more than the declared total
+    path.write_text(json.dumps(data))
+    with pytest.raises(LedgerError, match="delta"):
+        Accountant.load(path)

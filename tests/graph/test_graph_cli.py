@@ -101,3 +101,22 @@ def test_cli_smooth_baseline_and_solver_choice(capsys) -> None:
         assert main([*base, "--pattern", "triangle", "--solver", solver]) == 0
         vals.append(json.loads(capsys.readouterr().out)["value"])
     assert abs(vals[0] - vals[1]) < 1.0
+
+
+def test_cli_karwa_delta_needs_a_delta_ledger(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pure, with_delta = tmp_path / "pure.json", tmp_path / "delta.json"
+    assert main(["ledger", "init", str(pure), "--total", "2", "--model", "edge-dp"]) == 0
+    init = ["ledger", "init", str(with_delta), "--total", "2", "--model", "edge-dp"]
+    assert main([*init, "--delta", "1e-5"]) == 0
+    count = ["graph", "count", "--graph", "karate", "--pattern", "2-triangle", "--unit", "edge"]
+    count += ["--epsilon", "0.5", "--mechanism", "karwa", "--delta", "1e-6", "--seed", "1"]
+    capsys.readouterr()
+    assert main([*count, "--ledger", str(pure)]) != 0
+    assert "δ total" in capsys.readouterr().err
+    assert json.loads(pure.read_text())["ledger"] == []  # nothing spent
+    assert main([*count, "--ledger", str(with_delta)]) == 0
+    assert "delta = 1e-06" in capsys.readouterr().out
+    entry = json.loads(with_delta.read_text())["ledger"][0]
+    assert entry["delta"] == 1e-6 and entry["epsilon"] == 0.5
+    # --delta is refused where it would be ignored
+    assert main(["graph", "count", "--graph", "karate", "-e", "1", "--delta", "0.1"]) != 0

@@ -166,16 +166,49 @@ def test_release_guarantees_and_nonnegative() -> None:
 
 
 def test_accountant_charged_once_with_delta_named() -> None:
-    acct = fugu.Accountant(fugu.Budget(1.0, model="edge-dp"))
+    acct = fugu.Accountant(fugu.Budget(1.0, model="edge-dp", delta=1e-5))
     G = nx.karate_club_graph()
     fugu.graph.count(G, "2-star", 0.3, unit="edge", mechanism="karwa", accountant=acct)
     fugu.graph.count(G, "2-triangle", 0.3, unit="edge", mechanism="karwa", delta=1e-6,
                      accountant=acct)  # fmt: skip
     assert acct.spent == pytest.approx(0.6) and len(acct.ledger) == 2
     assert "δ = 1e-06" in acct.ledger[1].what
+    assert acct.spent_delta == pytest.approx(1e-6) and acct.ledger[1].delta == 1e-6
     with pytest.raises(InvalidParameterError, match="edge-dp"):
         fugu.graph.count(G, "2-star", 0.1, unit="edge", mechanism="karwa",
                          accountant=fugu.Accountant(fugu.Budget(1.0, model="node-dp")))  # fmt: skip
+
+
+def test_delta_is_stated_and_composed() -> None:
+    # The (ε, δ) release says so (it used to describe itself as pure ε-DP), survives save/load,
+    # and a pure-ε budget refuses it before spending anything.
+    G = nx.karate_club_graph()
+    rel = fugu.graph.count(G, "2-triangle", 0.5, unit="edge", mechanism="karwa", delta=1e-6,
+                           rng=fugu.RandomSource(seed=1))  # fmt: skip
+    assert rel.guarantee.delta == 1e-6
+    text = rel.guarantee.describe()
+    assert "(ε, δ)-edge differential privacy, delta = 1e-06" in text
+    assert "not pure ε-DP" in text and "at most a factor of e^0.5 = 1.65." not in text
+    pure = fugu.Accountant(fugu.Budget(1.0, model="edge-dp"))
+    with pytest.raises(fugu.errors.BudgetExceededError, match="δ total"):
+        fugu.graph.count(G, "2-triangle", 0.5, unit="edge", mechanism="karwa", delta=1e-6,
+                         accountant=pure)  # fmt: skip
+    assert pure.spent == 0 and not pure.ledger
+    small = fugu.Accountant(fugu.Budget(1.0, model="edge-dp", delta=1.5e-6))
+    fugu.graph.count(G, "2-triangle", 0.1, unit="edge", mechanism="karwa", delta=1e-6,
+                     accountant=small)  # fmt: skip
+    with pytest.raises(fugu.errors.BudgetExceededError, match="delta"):
+        fugu.graph.count(G, "2-triangle", 0.1, unit="edge", mechanism="karwa", delta=1e-6,
+                         accountant=small)  # fmt: skip
+    assert small.spent == pytest.approx(0.1)
+
+
+def test_delta_release_file_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    G = nx.karate_club_graph()
+    rel = fugu.graph.count(G, "2-triangle", 0.5, unit="edge", mechanism="karwa", delta=1e-6,
+                           rng=fugu.RandomSource(seed=1))  # fmt: skip
+    again = fugu.Release.load(rel.save(tmp_path / "k.npz"))
+    assert again.guarantee.delta == 1e-6 and "delta = 1e-06" in again.guarantee.describe()
 
 
 @pytest.mark.parametrize(

@@ -267,16 +267,24 @@ def ledger() -> None:
 @click.option(
     "--policy", help="Blowfish: the one policy (as given to --policy) the releases share."
 )
-def ledger_init(path: str, total: float, model: str, policy: str | None) -> None:
+@click.option(
+    "--delta",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Total δ that (ε, δ) releases may add up to (0: pure ε-DP releases only).",
+)
+def ledger_init(path: str, total: float, model: str, policy: str | None, delta: float) -> None:
     """Create a ledger with a declared total ε (sequential composition under one model)."""
     from ..budget import create_ledger
 
     if policy is not None and model != "blowfish":
         raise click.UsageError(f"--policy has no effect with --model {model} (Blowfish only)")
     # never overwrites: re-initialising a ledger would forget the spends it records
-    create_ledger(path, total, model=model, policy=policy)
+    create_ledger(path, total, model=model, policy=policy, delta=delta)
     click.echo(
-        f"ledger {path}: total epsilon {total:g} ({model}{', policy ' + policy if policy else ''})"
+        f"ledger {path}: total epsilon {total:g}{f', delta {delta:g}' if delta else ''} "
+        f"({model}{', policy ' + policy if policy else ''})"
     )
 
 

@@ -430,8 +430,9 @@ def _spec_policy_accountant_class() -> Any:
             *,
             model: str | None = None,
             policy: str | None = None,
+            delta: float = 0.0,
         ) -> None:
-            super().spend(epsilon, what, model=model)
+            super().spend(epsilon, what, model=model, delta=delta)
 
     return SpecPolicyAccountant
 

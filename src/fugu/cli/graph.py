@@ -83,11 +83,18 @@ def register(cli: click.Group) -> None:
     @click.option("--epsilon", "-e", type=float, required=True, help="Privacy-loss bound ε > 0.")
     @click.option(
         "--mechanism",
-        type=click.Choice(["recursive", "laplace", "smooth"]),
+        type=click.Choice(["recursive", "laplace", "smooth", "karwa"]),
         default="recursive",
         show_default=True,
         help="laplace = global-sensitivity baseline (node unit needs --degree-bound); "
-        "smooth = smooth-sensitivity baseline (triangles, edge unit).",
+        "smooth = smooth-sensitivity baseline (triangles, edge unit); karwa = Karwa et al. "
+        "(k-star ε-DP, k-triangle (ε, δ)-DP with --delta; edge unit).",
+    )
+    @click.option(
+        "--delta",
+        type=float,
+        help="δ of an (ε, δ) mechanism (--mechanism karwa --pattern k-triangle); the ledger "
+        "must have a δ total (fugu ledger init --delta).",
     )
     @click.option(
         "--degree-bound", type=int, help="Public max degree promise (node-DP Laplace baseline)."
@@ -132,6 +139,7 @@ def register(cli: click.Group) -> None:
         unit: str,
         epsilon: float,
         mechanism: str,
+        delta: float | None,
         degree_bound: int | None,
         beta: float | None,
         mu: float | None,
@@ -146,7 +154,7 @@ def register(cli: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Release a privately counted number of PATTERN occurrences."""
-        from ..graph import count, laplace_count, smooth_triangle_count
+        from ..graph import count, karwa_count, laplace_count, smooth_triangle_count
 
         # Options the chosen mechanism would ignore are refused before anything is read or spent.
         recursive_only = {"beta": "--beta", "mu": "--mu", "theta": "--theta", "solver": "--solver"}
@@ -155,6 +163,13 @@ def register(cli: click.Group) -> None:
         if mechanism != "laplace":
             refuse_unused(
                 ctx, {"degree_bound": "--degree-bound"}, f"with --mechanism {mechanism} (laplace)"
+            )
+        if mechanism != "karwa":
+            refuse_unused(ctx, {"delta": "--delta"}, f"with --mechanism {mechanism} (karwa)")
+        if mechanism == "karwa" and unit != "edge":
+            raise click.BadParameter(
+                f"Karwa et al.'s counts are edge-private, got --unit {unit}; use --unit edge",
+                param_hint="--mechanism",
             )
         if k is not None and pattern.strip().lower() in ("triangle", "edge"):
             raise click.UsageError(
@@ -180,6 +195,8 @@ def register(cli: click.Group) -> None:
         with open_ledger(ledger, model=model) as acct:
             if mechanism == "smooth":
                 rel = smooth_triangle_count(G, epsilon, rng=rng, accountant=acct)
+            elif mechanism == "karwa":
+                rel = karwa_count(G, pattern, epsilon, k=k, delta=delta, rng=rng, accountant=acct)
             elif mechanism == "laplace":
                 rel = laplace_count(
                     G,

@@ -485,8 +485,9 @@ def _ktriangle_release(
         epsilon,
         rng,
         accountant,
-        f"karwa: {k}-triangle count ((ε, δ)-edge DP, δ = {delta:g}; δ not tracked)",
+        f"karwa: {k}-triangle count ((ε, δ)-edge DP, δ = {delta:g})",
         model="edge-dp",
+        delta=delta,
     )
     true, scale = ktriangle_count_and_scale(G, k, alpha, beta, gs)
     noisy = true + int(discrete_laplace(np.array([scale]), rng=source)[0])
@@ -496,6 +497,7 @@ def _ktriangle_release(
         neighbours=NEIGHBOURS,
         mechanism=f"Karwa et al. k-triangle ((ε, δ)-DP, δ = {delta:g}), Laplace noise",
         rng=source,
+        delta=delta,
         sensitivity=None,
         source=SOURCE,
         parameters={
