@@ -170,3 +170,14 @@ def test_laplace_baseline_models_and_errors() -> None:
     )
     assert ok.guarantee.model == "node-dp" and ok.guarantee.sensitivity == math.comb(17, 2)
     assert ok.expected_error() == pytest.approx(ok.noise_std)
+
+
+def test_k_on_a_pattern_without_k_is_refused() -> None:
+    # fugu.graph.count(G, "triangle", k=5) used to ignore k silently
+    import networkx as nx
+    import pytest
+
+    import fugu
+
+    with pytest.raises(fugu.FuguError, match="no effect"):
+        fugu.graph.count(nx.karate_club_graph(), "triangle", 1.0, unit="edge", k=5)

@@ -274,6 +274,11 @@ def _normalise(pattern: str, k: int | None) -> tuple[str, int]:
             f"'4-cycle', or pass a connected networkx graph"
         )
     if name in ("edge", "triangle"):
+        if k is not None:
+            raise InvalidParameterError(
+                f"k={k} has no effect on pattern {name!r} (k sizes k-star, k-triangle, path, "
+                f"cycle and k-clique); leave k unset"
+            )
         return name, {"edge": 2, "triangle": 3}[name]
     if k is None:
         k = _DEFAULT_K[name]
