@@ -120,3 +120,22 @@ def test_cli_karwa_delta_needs_a_delta_ledger(capsys, tmp_path) -> None:  # type
     assert entry["delta"] == 1e-6 and entry["epsilon"] == 0.5
     # --delta is refused where it would be ignored
     assert main(["graph", "count", "--graph", "karate", "-e", "1", "--delta", "0.1"]) != 0
+
+
+def test_graph_count_file_with_two_values_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import networkx as nx
+    import numpy as np
+    import pytest
+
+    import fugu
+
+    rel = fugu.graph.laplace_count(
+        nx.karate_club_graph(), "triangle", 1.0, unit="edge", rng=fugu.RandomSource(seed=1)
+    )
+    path = rel.save(tmp_path / "c.npz")
+    with np.load(path) as z:
+        payload = {k: z[k] for k in z.files}
+    payload["a_value"] = np.array([1.0, 2.0])
+    np.savez_compressed(path, **payload)
+    with pytest.raises(fugu.errors.FileFormatError, match="one value"):
+        fugu.Release.load(path)

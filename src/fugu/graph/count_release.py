@@ -65,6 +65,11 @@ class CountRelease(Release):
 
     @classmethod
     def _from_state(cls, domain: Any, guarantee: Guarantee, arrays: Any, meta: Any) -> Release:
+        for key in ("value", "delta_hat"):
+            if key in arrays and np.shape(arrays[key]) != (1,):
+                raise InvalidParameterError(
+                    f"a graph count holds one {key}, got an array of shape {np.shape(arrays[key])}"
+                )
         dh = arrays.get("delta_hat")
         return cls(
             guarantee,
