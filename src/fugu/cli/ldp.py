@@ -256,13 +256,8 @@ def register(cli: click.Group) -> None:
         )
         written = None
         if report_path:
-            import importlib
+            from ..report.ldp_plots import range_report
 
-            try:  # LDP plotting lives in fugu.report.ldp_plots (older: fugu.ldp.grids)
-                plots: Any = importlib.import_module("fugu.report.ldp_plots")
-            except ModuleNotFoundError:
-                plots = importlib.import_module("fugu.ldp.grids")
-            range_report = plots.range_report
             eps_list = [float(e) for e in report_epsilons.split(",") if e.strip()]
             rep = range_report(
                 domain,

@@ -1219,13 +1219,3 @@ class GridRelease(Release):
         out = super().summary()
         out["grids"] = {"x".join(map(str, g.attributes)): list(g.shape) for g in self.grids}
         return out
-
-
-def __getattr__(name: str) -> object:
-    """``fugu.ldp.grids.range_report`` moved to :mod:`fugu.report.ldp_plots` (mechanisms do not
-    draw). The old name resolves there on first use, for callers not yet updated."""
-    if name == "range_report":
-        import importlib
-
-        return importlib.import_module("fugu.report.ldp_plots").range_report
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
