@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import Attribute, Nominal
-from ..inference.tree import _gains, level_square_sums, tree_height
+from ..inference.tree import _gains, level_gains, level_square_sums, tree_height
 
 __all__ = ["AxisStats", "axis_objective", "optimise_shares", "candidate_fanouts", "PlanChoice"]
 
@@ -174,18 +174,7 @@ def _objective_scalar(
     v = [1.0 / (x * x) if x > 0 else math.inf for x in p]
     if not math.isfinite(v[h]):
         return math.inf
-    g = [0.0] * (h + 1)
-    g[h] = v[h]
-    big_v = v[h]
-    for k in range(h - 1, -1, -1):
-        u = b * big_v
-        if math.isfinite(v[k]):
-            r = v[k] / (v[k] + u)
-            big_v = r * u
-        else:
-            r = 1.0
-            big_v = u
-        g[k] = r * g[k + 1]
+    g = level_gains(b, v)
     f = g[h] * q[h]
     fa = g[h] * full[h]
     for k in range(h):

@@ -85,6 +85,7 @@ Example
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -386,22 +387,29 @@ def level_square_sums(lo: ArrayLike, hi: ArrayLike, fanout: int, height: int) ->
     return out
 
 
-def _gains(fanout: int, v: FloatArray) -> FloatArray:
-    """``g_k`` of :func:`range_variance` for per-level variances ``v`` (root first)."""
-    h = v.size - 1
-    g = np.empty(h + 1)
-    g[h] = v[h]
-    big_v = v[h]
+def level_gains(fanout: int, v: Sequence[float]) -> list[float]:
+    """``g_k`` of :func:`range_variance` for per-level variances ``v`` (root first; ``inf`` for
+    an unmeasured level). Plain floats: the planner calls it inside its optimiser's loop."""
+    h = len(v) - 1
+    g = [0.0] * (h + 1)
+    g[h] = float(v[h])
+    big_v = g[h]
     for k in range(h - 1, -1, -1):
         u = fanout * big_v
-        if np.isfinite(v[k]):
-            r = v[k] / (v[k] + u)
+        vk = float(v[k])
+        if math.isfinite(vk):
+            r = vk / (vk + u)
             big_v = r * u
         else:
             r = 1.0
             big_v = u
         g[k] = r * g[k + 1]
     return g
+
+
+def _gains(fanout: int, v: FloatArray) -> FloatArray:
+    """:func:`level_gains` as an array."""
+    return np.asarray(level_gains(fanout, v.tolist()), dtype=np.float64)
 
 
 def range_variance(
