@@ -570,12 +570,7 @@ class KRelation:
         if self._compiled is not None and not self._rows and weights is None:
             return self._compiled
         rows = self._materialise()
-        w = self._weights(weights)
-        if w.size and (not np.all(np.isfinite(w)) or np.any(w < 0)):
-            raise InvalidParameterError(
-                "weights must be finite and >= 0; for signed weights use fugu.graph.answer(..., "
-                "split_signed=True), which answers the positive and negative parts separately"
-            )
+        w = _check_nonnegative(self._weights(weights))
         labels: dict[Hashable, int] = {}
         clause_vars: list[int] = []
         clause_lens: list[int] = []
@@ -1116,12 +1111,7 @@ class FormulaRelation(KRelation):
     def compile(self, weights: Any = None) -> Formulas:  # type: ignore[override]
         """The formulas as arrays (one gate tree per tuple, unary gates collapsed, which is
         φ-invariant), with the per-tuple weights q(t) (tuples of weight 0 dropped)."""
-        w = self._weights(weights)
-        if w.size and (not np.all(np.isfinite(w)) or np.any(w < 0)):
-            raise InvalidParameterError(
-                "weights must be finite and >= 0; for signed weights use fugu.graph.answer(..., "
-                "split_signed=True), which answers the positive and negative parts separately"
-            )
+        w = _check_nonnegative(self._weights(weights))
         labels: dict[Hashable, int] = {}
         types: list[int] = []
         kids: list[int] = []
@@ -1178,3 +1168,13 @@ def _require_form(a: KRelation, b: Any) -> None:
             "both relations must have the same form ('dnf' or 'formula'): the form is a public "
             "choice made once for a whole query (build every base relation with the same form=)"
         )
+
+
+def _check_nonnegative(w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Weights q(t) of a linear statistic: finite and >= 0 (the Recursive Mechanism's setting)."""
+    if w.size and (not np.all(np.isfinite(w)) or np.any(w < 0)):
+        raise InvalidParameterError(
+            "weights must be finite and >= 0; for signed weights use fugu.graph.answer(..., "
+            "split_signed=True), which answers the positive and negative parts separately"
+        )
+    return w
