@@ -1,21 +1,19 @@
-"""Grid machinery shared by TDG and HDG (Yang et al., PVLDB 2020): granularity guideline, grid
-geometry, the client/server protocol, and the release that answers range queries.
+"""Grid machinery shared by TDG and HDG (Yang et al., PVLDB 2020): the client/server protocol.
 
 The two public methods live in :mod:`fugu.ldp.tdg` and :mod:`fugu.ldp.hdg`; read their
-docstrings for the privacy statement. This module holds what they share:
+docstrings for the privacy statement. What they share is split by the question a reader asks
+(each name is re-exported here, its old home):
 
-* :func:`guideline` — the granularity guideline (Yang et al. §4.5; spec ``ldp_range.md`` §5.2):
-  ``g1 = [n(e^ε−1)²α1² / (2 m e^ε)]^{1/3}``, ``g2 = sqrt(2α2(e^ε−1) sqrt(n/(m e^ε)))`` with
-  ``m`` the number of user groups, then per attribute :func:`round_granularity` (nearest power of
-  two by linear distance, ties down, at least 2; a value ≥ the attribute size c becomes c, one
-  cell per value). ``g1 ≥ g2`` is enforced so that the 1-D partition refines the 2-D one.
-* :func:`grid_edges` — cell boundaries ``floor(k·c/g)``: equal cells when g divides c, cells
-  differing by at most one value otherwise (arbitrary domain sizes), and nested partitions when
-  one granularity divides the other.
-* :class:`GridProtocol` — the client/server shape of :mod:`fugu.ldp.protocol` with one user
-  group per grid, every user reporting the cell of her record in her group's grid through a
-  :class:`~fugu.ldp.oracles.GroupedOracle`.
-* :class:`GridRelease` — Phase 3: answers λ-D range queries for any λ (see its docstring).
+* :mod:`fugu.ldp.grid_layout` — how fine the grids are and where their cells lie:
+  :func:`guideline` (Yang et al. §4.5; spec ``ldp_range.md`` §5.2), :func:`round_granularity`,
+  :func:`grid_edges`. ``g1 ≥ g2`` is enforced so that the 1-D partition refines the 2-D one.
+* :mod:`fugu.ldp.grid_oue` — the default frequency oracle, grouped OUE, vectorised.
+* this module — :class:`GridProtocol`: the client/server shape of :mod:`fugu.ldp.protocol`
+  with one user group per grid, every user reporting the cell of her record in her group's grid
+  through a :class:`~fugu.ldp.oracles.GroupedOracle`; then Phase 2 (consistency between the
+  grids, response matrices) in :meth:`GridProtocol.release_from_grids`.
+* :mod:`fugu.ldp.grid_release` — :class:`GridRelease`, Phase 3: answers λ-D range queries for
+  any λ (see its docstring).
 
 Where fugu departs from the authors' code (privmdr; spec §7), and why:
 
@@ -52,16 +50,34 @@ from ..errors import InvalidParameterError, ReportError, check_positive_int
 from ..inference.ldp_post import (
     INTERPOLATIONS,
     GridEstimate,
-    cell_values,
     consistent_grids,
-    estimate_from_pairs,
     response_matrix,
 )
 from ..noise import RandomSource
-from ..queries import PrefixSums, RangeQuery
 from ..release import Guarantee, Release
+from .grid_layout import (
+    ALPHA1,
+    ALPHA2,
+    _cell_lookup,
+    _check_granularity,
+    grid_edges,
+    guideline,
+    n_groups,
+    round_granularity,
+)
+from .grid_oue import bernoulli_bytes, oue_grouped_perturb, oue_grouped_support
+from .grid_release import (
+    AUTO_NOISE,
+    ESTIMATORS,
+    GridRelease,
+    _pair_margins,
+    _product_matrix,
+    _rescale_blocks,
+    _spread,
+    auto_weight,
+)
 from .oracles import GroupedOracle
-from .protocol import Client, LDPProtocol, Reports, check_ldp_epsilon
+from .protocol import Client, LDPProtocol, Reports
 
 if TYPE_CHECKING:
     from ..budget import Accountant
@@ -74,199 +90,19 @@ __all__ = [
     "grid_edges",
     "guideline",
     "round_granularity",
+    # re-exported from the modules these now live in (fugu.ldp.grids was their home)
+    "AUTO_NOISE",
+    "ESTIMATORS",
+    "auto_weight",
+    "bernoulli_bytes",
+    "n_groups",
+    "oue_grouped_perturb",
+    "oue_grouped_support",
 ]
 
-ALPHA1 = 0.7
-ALPHA2 = 0.03
 ORACLES = ("adaptive", "oue", "olh", "grr")
-ESTIMATORS = ("auto", "full", "in-in")
-# "auto": weight on "full" falls from 1 to 0 (linear in log noise) as the predicted noise of a
-# 2-D cell (fraction of n) rises from AUTO_NOISE[1] to AUTO_NOISE[0]
-AUTO_NOISE = (0.035, 0.008)
-
-
-def auto_weight(noise: float) -> float:
-    """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in"), from
-    the predicted noise standard deviation of one 2-D cell as a fraction of n.
-
-    >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0167, 0.008, 0.002)]
-    [0.0, 0.0, 0.5, 1.0, 1.0]
-    """
-    hi, lo = AUTO_NOISE
-    if not noise > 0:
-        return 1.0
-    return float(min(1.0, max(0.0, math.log(hi / noise) / math.log(hi / lo))))
-
-
 NORMALISATIONS = ("norm", "norm-sub")
 _MAX_MATRIX_CELLS = 1 << 24  # response matrix c_x * c_y limit (128 MiB of float64)
-
-
-# ----------------------------------------------------------------------------- granularity
-def round_granularity(raw: float, c: int) -> int:
-    """The guideline's rounding: nearest power of two by linear distance (ties to the lower),
-    at least 2; ``raw >= c`` (or a power of two >= c) gives ``c`` — one cell per value.
-
-    >>> [round_granularity(g, 64) for g in (1.2, 2.97, 3.0, 5.55, 23.3, 40.1, 70.0)]
-    [2, 2, 2, 4, 16, 32, 64]
-    >>> round_granularity(7.9, 10), round_granularity(5.0, 6)
-    (8, 4)
-    """
-    c = check_positive_int(c, "attribute size", 2)
-    if not math.isfinite(raw) or raw >= c:
-        return c
-    if raw <= 2:
-        g = 2
-    else:
-        lo = 1 << int(math.floor(math.log2(raw)))
-        g = lo if raw - lo <= 2 * lo - raw else 2 * lo
-    return c if g >= c else g
-
-
-def n_groups(d: int, hybrid: bool) -> int:
-    """Number of user groups: C(d, 2) 2-D grids, plus d 1-D grids for HDG."""
-    return d * (d - 1) // 2 + (d if hybrid else 0)
-
-
-def guideline(
-    n: int, epsilon: float, d: int, *, hybrid: bool, alpha1: float = ALPHA1, alpha2: float = ALPHA2
-) -> tuple[float, float]:
-    """Raw (unrounded) granularities ``(g1, g2)`` of Yang et al.'s guideline.
-
-    ``g1`` is for HDG's 1-D grids (``nan`` for TDG); each group has ``n/m`` users.
-
-    >>> g1, g2 = guideline(1_000_000, 1.0, 6, hybrid=True)    # spec §5.2 table: 23.3, 3.69
-    >>> round(g1, 1), round(g2, 2)
-    (23.3, 3.69)
-    >>> round(guideline(1_000_000, 1.0, 6, hybrid=False)[1], 2)
-    4.02
-    """
-    m = n_groups(d, hybrid)
-    e = math.exp(check_ldp_epsilon(epsilon, "the grid guideline"))
-    per = n / m
-    g2 = math.sqrt(2 * alpha2 * (e - 1) * math.sqrt(per / e))
-    g1 = (per * (e - 1) ** 2 * alpha1**2 / (2 * e)) ** (1 / 3) if hybrid else math.nan
-    return g1, g2
-
-
-def grid_edges(c: int, g: int) -> NDArray[np.int64]:
-    """Boundaries of ``g`` cells over ``[0, c)``: ``floor(k·c/g)``, k = 0..g.
-
-    >>> grid_edges(64, 4).tolist(), grid_edges(10, 4).tolist()
-    ([0, 16, 32, 48, 64], [0, 2, 5, 7, 10])
-    """
-    if not 1 <= g <= c:
-        raise InvalidParameterError(f"granularity must lie in 1..{c}, got {g}")
-    return (np.arange(g + 1, dtype=np.int64) * c) // g
-
-
-def _cell_lookup(c: int, g: int) -> NDArray[np.int64]:
-    return np.repeat(np.arange(g, dtype=np.int64), np.diff(grid_edges(c, g)))
-
-
-def _check_granularity(v: Any, name: str, sizes: Sequence[int]) -> list[int]:
-    vals = [v] * len(sizes) if isinstance(v, int | np.integer) else list(v)
-    if len(vals) != len(sizes):
-        raise InvalidParameterError(f"{name} needs one granularity per attribute ({len(sizes)})")
-    out = []
-    for g, c in zip(vals, sizes, strict=True):
-        if isinstance(g, bool) or not isinstance(g, int | np.integer) or not 1 <= int(g):
-            raise InvalidParameterError(f"{name} must hold positive integers, got {g!r}")
-        out.append(min(int(g), int(c)))
-    return out
-
-
-# ----------------------------------------------------------------------------- fast OUE
-def bernoulli_bytes(rng: RandomSource, p: float, shape: tuple[int, ...]) -> NDArray[np.bool_]:
-    """Bernoulli(p) draws with exactly the distribution of ``rng.bernoulli(p)`` (threshold
-    ``floor(p·2^64)``), reading one random byte per draw instead of eight.
-
-    The top byte of the 64-bit threshold decides the draw unless the random byte equals it
-    (probability 1/256); only those draws read a further 64-bit word for the low 56 bits, so
-    ``P(True) = floor(p·2^64)/2^64`` exactly, as in :meth:`fugu.RandomSource.bernoulli`.
-    """
-    if not 0.0 <= p <= 1.0:
-        raise InvalidParameterError(f"p must lie in [0, 1], got {p}")
-    size = math.prod(shape)
-    if p >= 1.0:
-        return np.ones(shape, dtype=bool)
-    thr = int(min(np.ldexp(p, 64), float(2**64 - 2048)))
-    top, low = thr >> 56, thr & ((1 << 56) - 1)
-    u = rng.bits64((size + 7) // 8).view(np.uint8)[:size]
-    out = u < top
-    tie = np.flatnonzero(u == top)
-    if tie.size:
-        r = rng.bits64(tie.size) >> np.uint64(8)
-        out[tie] = r < np.uint64(low)
-    return out.reshape(shape)
-
-
-def _group_order(groups: NDArray[np.int64], m: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
-    """Users sorted by group (radix sort on small integers) and each group's start."""
-    small = groups.astype(np.uint16) if m < 1 << 16 else groups
-    order = np.argsort(small, kind="stable")
-    starts = np.searchsorted(small[order], np.arange(m + 1))
-    return order, starts
-
-
-_WORD_BITS = np.unpackbits(
-    np.arange(1 << 16, dtype="<u2").view(np.uint8).reshape(-1, 2), axis=1, bitorder="little"
-).astype(np.float64)
-
-
-def oue_grouped_perturb(
-    groups: NDArray[np.int64],
-    values: NDArray[np.int64],
-    cells: NDArray[np.int64],
-    width: int,
-    epsilon: float,
-    rng: RandomSource,
-) -> NDArray[np.uint8]:
-    """OUE per user group (group j over ``cells[j]`` values), packed little-endian into
-    ``width`` bytes: the wire format of :class:`~fugu.ldp.oracles.GroupedOracle` with
-    ``oracle="oue"``. The user's own bit is set with probability 1/2, every other bit of her
-    group's domain with probability ``1/(e^ε + 1)`` (:func:`bernoulli_bytes`), bits beyond it
-    are 0. Same distribution as the oracle module's sampler, about 5× faster.
-    """
-    n = groups.size
-    srt = np.zeros((n, width), dtype=np.uint8)  # rows in group order, scattered back once
-    q = 1.0 / (math.exp(epsilon) + 1.0)
-    order, starts = _group_order(groups, cells.size)
-    vals = values[order]
-    for j in range(cells.size):
-        k = int(cells[j])
-        step = max(1, (1 << 24) // k)
-        for lo in range(int(starts[j]), int(starts[j + 1]), step):
-            hi = min(lo + step, int(starts[j + 1]))
-            bits = bernoulli_bytes(rng, q, (hi - lo, k))
-            bits[np.arange(hi - lo), vals[lo:hi]] = rng.bernoulli(0.5, size=hi - lo)
-            packed = np.packbits(bits, axis=1, bitorder="little")
-            srt[lo:hi, : packed.shape[1]] = packed
-    out = np.empty_like(srt)
-    out[order] = srt
-    return out
-
-
-def oue_grouped_support(
-    groups: NDArray[np.int64], bits: NDArray[np.uint8], cells: NDArray[np.int64]
-) -> dict[str, NDArray[np.int64]]:
-    """Support state of grouped OUE reports, identical to ``GroupedOracle.support``: one
-    ``np.bincount`` of ``group·65536 + two bytes`` per pair of byte positions, then 16-bit
-    values → bit counts (one small matrix product, exact in float64 below 2^53 reports)."""
-    m = int(cells.size)
-    g = np.asarray(groups, dtype=np.int64)
-    b = np.asarray(bits, dtype=np.uint8)
-    n, width = b.shape
-    if width % 2:
-        b = np.concatenate([b, np.zeros((n, 1), dtype=np.uint8)], axis=1)
-    words = np.ascontiguousarray(b).view("<u2")  # (n, ceil(width/2)), byte 2i = low byte
-    table = np.zeros((m, words.shape[1] * 16), dtype=np.int64)
-    base = g << 16
-    for pos in range(words.shape[1]):
-        h = np.bincount(base + words[:, pos], minlength=m << 16).reshape(m, 1 << 16)
-        table[:, 16 * pos : 16 * pos + 16] = np.rint(h.astype(np.float64) @ _WORD_BITS)
-    support = np.concatenate([table[j, : int(cells[j])] for j in range(m)])
-    return {"support": support, "n_group": np.bincount(g, minlength=m).astype(np.int64)}
 
 
 # ----------------------------------------------------------------------------- protocol
@@ -786,436 +622,3 @@ class _GridClient(Client):
         assert isinstance(p, GridProtocol)
         p._require()
         return super().perturb_one(record, group)
-
-
-# ----------------------------------------------------------------------------- release
-def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
-    """Per attribute, the inverse-variance mean of its margins in the 2-D grids that share
-    its partition (TDG: all of them; after Phase 2 they agree up to the last Norm-Sub)."""
-    acc: dict[Any, list[tuple[NDArray[np.int64], NDArray[np.float64], float]]] = {}
-    for g in grids:
-        if len(g.attributes) != 2:
-            continue
-        for ax, a in enumerate(g.attributes):
-            acc.setdefault(a, []).append(
-                (g.edges[ax], g.counts.sum(axis=1 - ax), g.variance * g.counts.shape[1 - ax])
-            )
-    out = {}
-    for a, lst in acc.items():
-        e0 = lst[0][0]
-        same = [(m, v) for e, m, v in lst if np.array_equal(e, e0)]
-        w = np.array([1.0 / v for _, v in same])
-        mean = np.sum([wi * m for wi, (m, _) in zip(w, same, strict=True)], axis=0) / w.sum()
-        out[a] = GridEstimate((a,), (e0,), mean, float(1.0 / w.sum()))
-    return out
-
-
-def _rescale_blocks(
-    m: NDArray[np.float64], edges: Sequence[NDArray[np.int64]], counts: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """``m`` with every block of the grid rescaled to sum to ``counts`` (an empty block is
-    filled evenly)."""
-    ex, ey = edges
-    s = np.add.reduceat(np.add.reduceat(m, ex[:-1], axis=0), ey[:-1], axis=1)
-    area = np.outer(np.diff(ex), np.diff(ey)).astype(np.float64)
-    pos = s > 0
-    factor = np.where(pos, counts / np.where(pos, s, 1.0), 0.0)
-    fill = np.where(pos, 0.0, counts / area)
-    rx, ry = np.diff(ex), np.diff(ey)
-    big = lambda a: np.repeat(np.repeat(a, rx, axis=0), ry, axis=1)  # noqa: E731
-    return np.asarray(m * big(factor) + big(fill), dtype=np.float64)
-
-
-def _fractions(edges: NDArray[np.int64], v: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Each value's share of its cell of ``edges`` by ``v`` (not clamped, so a ratio of
-    unbiased estimates; even shares when a cell has no positive mass)."""
-    w = v
-    width = np.diff(edges)
-    s = np.add.reduceat(w, edges[:-1])
-    ok = s > 0
-    return np.where(
-        np.repeat(ok, width),
-        w / np.repeat(np.where(ok, s, 1.0), width),
-        np.repeat(1.0 / width, width),
-    )
-
-
-def _product_matrix(
-    edges: Sequence[NDArray[np.int64]],
-    counts: NDArray[np.float64],
-    vx: NDArray[np.float64],
-    vy: NDArray[np.float64],
-) -> NDArray[np.float64]:
-    """The response matrix in closed form: every 2-D cell's count split over its values as
-    the product of the two attributes' within-cell shares (the fixed point of Algorithm 1: the
-    maximum-entropy matrix with these value margins and cell sums is a product inside every
-    cell)."""
-    ex, ey = edges
-    fx, fy = _fractions(ex, vx), _fractions(ey, vy)
-    big = np.repeat(np.repeat(counts, np.diff(ex), axis=0), np.diff(ey), axis=1)
-    return np.asarray(big * fx[:, None] * fy[None, :], dtype=np.float64)
-
-
-def _spread(edges: NDArray[np.int64], counts: NDArray[np.float64], how: str) -> NDArray[np.float64]:
-    """Per-value counts of a 1-D estimate: the shape of ``cell_values`` of the clipped counts,
-    each cell scaled to its (possibly negative) count."""
-    pos = np.maximum(counts, 0.0)
-    v = cell_values(edges, pos, method=how)
-    width = np.diff(edges)
-    ratio = np.where(pos > 0, counts / np.where(pos > 0, pos, 1.0), 0.0)
-    fill = np.where(pos > 0, 0.0, counts / width)
-    return np.asarray(v * np.repeat(ratio, width) + np.repeat(fill, width), dtype=np.float64)
-
-
-def _overlap_weights(
-    edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
-) -> NDArray[np.float64]:
-    """Per query, the fraction of every cell inside ``[lo, hi)`` (uniform guess)."""
-    a = np.maximum(edges[None, :-1], lo[:, None])
-    b = np.minimum(edges[None, 1:], hi[:, None])
-    return np.clip(b - a, 0, None) / np.diff(edges)[None, :]
-
-
-def _full_cells(
-    edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """First and one-past-last index of the cells fully inside ``[lo, hi)`` (empty: a >= b)."""
-    first = np.searchsorted(edges, lo, side="left")
-    last = np.searchsorted(edges, hi, side="right") - 1
-    return first, np.maximum(last, first)
-
-
-def _box(ps: PrefixSums, x0: Any, x1: Any, y0: Any, y1: Any) -> NDArray[np.float64]:
-    b = np.stack([np.stack([x0, x1], -1), np.stack([y0, y1], -1)], axis=1).astype(np.int64)
-    return ps.answer(b)
-
-
-class GridRelease(Release):
-    """What TDG and HDG publish: post-processed grids (and HDG's response matrices).
-
-    Answering (Phase 3 of Yang et al.), for a query restricting λ attributes:
-
-    * λ = 0: n.
-    * λ = 1: HDG — the attribute's 1-D grid; TDG — the mean of its 2-D grids' marginals (equal
-      after consistency); cells cut by the interval contribute by ``interpolation`` (the
-      uniform guess, or the share of the cut in the PCHIP spread of the cells).
-    * λ = 2: the pair's 2-D grid; cells fully inside the query contribute their count, cut cells
-      the sum of the response matrix over the cut (HDG; TDG with ``"pchip"``) or the uniform
-      guess (TDG with ``"uniform"``, §4.1).
-    * λ ≥ 3: the 2 × 2 in/out table of every attribute pair (from the 2-D answers of the pair's
-      intervals and complements) feeds :func:`~fugu.inference.ldp_post.estimate_from_pairs`
-      (Algorithm 2, variant ``estimator``).
-
-    ``expected_error(q)`` (λ ≤ 2): the root of the noise + sampling variance of the spec's error
-    analysis (Yang et al. §5.1; frequency-oracle variance of the covered cells, weighted by the
-    covered fraction of cut cells, plus ``n²(m−1)/(n−1)·f(1−f)`` for sampling a group). It leaves
-    out the non-uniformity error and the effect of post-processing (which usually lowers the
-    variance); ``None`` for λ ≥ 3 (the estimation error depends on the data, no formula).
-    """
-
-    kind = "ldp-grids"
-
-    def __init__(
-        self,
-        domain: Domain,
-        guarantee: Guarantee,
-        grids: Sequence[GridEstimate],
-        n: float,
-        *,
-        matrices: Mapping[tuple[str, str], NDArray[np.float64]] | None = None,
-        estimator: str = "full",
-        method: str = "hdg",
-        n_groups: int | None = None,
-        tol: float = 1.0,
-        max_iter: int = 100,
-        interpolation: str = "uniform",
-    ) -> None:
-        super().__init__(domain, guarantee)
-        if interpolation not in INTERPOLATIONS:
-            raise InvalidParameterError(
-                f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}"
-            )
-        self.interpolation = interpolation
-        if estimator not in ESTIMATORS:
-            raise InvalidParameterError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-        self.grids = list(grids)
-        self.n = float(n)
-        self.matrices = dict(matrices or {})
-        self.estimator = estimator
-        self.method = method
-        self.n_groups = len(self.grids) if n_groups is None else int(n_groups)
-        self.tol, self.max_iter = float(tol), int(max_iter)
-        names = domain.names
-        self._axis = {a: i for i, a in enumerate(names)}
-        self._pair: dict[tuple[int, int], GridEstimate] = {}
-        self._one: dict[int, GridEstimate] = {}
-        for g in self.grids:
-            ax = tuple(self._axis[str(a)] for a in g.attributes)
-            if len(ax) == 1:
-                self._one[ax[0]] = g
-            elif len(ax) == 2:
-                self._pair[(min(ax), max(ax))] = g
-            else:
-                raise InvalidParameterError("grids must be 1-D or 2-D")
-        self._ps: dict[Any, PrefixSums] = {}
-        self._cum: dict[int, NDArray[np.float64]] = {}
-
-    # -- answering ---------------------------------------------------------------------------
-    @property
-    def cell_noise(self) -> float:
-        """Predicted noise standard deviation of one 2-D grid cell, as a fraction of n (mean
-        over the pairs; from ε and the group sizes only)."""
-        sd = [math.sqrt(g.variance) for g in self._pair.values() if g.variance < 1e29]
-        return float(np.mean(sd)) / self.n if sd and self.n > 0 else math.inf
-
-    @property
-    def full_weight(self) -> float:
-        """Weight of the "full" λ-D estimate in the answers (1 for ``estimator="full"``, 0 for
-        ``"in-in"``, :func:`auto_weight` of :attr:`cell_noise` for ``"auto"``)."""
-        if self.estimator != "auto":
-            return 1.0 if self.estimator == "full" else 0.0
-        return auto_weight(self.cell_noise)
-
-    def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
-        if key not in self._ps:
-            self._ps[key] = PrefixSums(arr)
-        return self._ps[key]
-
-    def _oriented(self, a: int, b: int) -> tuple[GridEstimate, bool]:
-        g = self._pair.get((min(a, b), max(a, b)))
-        if g is None:
-            raise InvalidParameterError(
-                f"no 2-D grid for attributes {self._name(a)!r}, {self._name(b)!r}"
-            )
-        return g, self._axis[str(g.attributes[0])] != a
-
-    def _name(self, a: int) -> str:
-        assert self.domain is not None
-        return self.domain.names[a]
-
-    def answer_pair(
-        self,
-        a: int,
-        b: int,
-        lo_a: NDArray[np.int64],
-        hi_a: NDArray[np.int64],
-        lo_b: NDArray[np.int64],
-        hi_b: NDArray[np.int64],
-    ) -> NDArray[np.float64]:
-        """2-D answers on attribute axes ``a``, ``b`` for intervals ``[lo, hi)`` (vectorised)."""
-        g, flip = self._oriented(a, b)
-        if flip:
-            a, b, lo_a, hi_a, lo_b, hi_b = b, a, lo_b, hi_b, lo_a, hi_a
-        ex, ey = g.edges
-        key = (str(g.attributes[0]), str(g.attributes[1]))
-        m = self.matrices.get(key)
-        if m is None:  # uniform guess inside cut cells
-            wx, wy = _overlap_weights(ex, lo_a, hi_a), _overlap_weights(ey, lo_b, hi_b)
-            return np.asarray(np.einsum("qi,ij,qj->q", wx, g.counts, wy), dtype=np.float64)
-        ps_m = self._prefix(("M", key), m)
-        ps_g = self._prefix(("G", key), g.counts)
-        fx0, fx1 = _full_cells(ex, lo_a, hi_a)
-        fy0, fy1 = _full_cells(ey, lo_b, hi_b)
-        inside = _box(ps_m, lo_a, hi_a, lo_b, hi_b)
-        full_m = _box(ps_m, ex[fx0], ex[fx1], ey[fy0], ey[fy1])
-        full_g = _box(ps_g, fx0, fx1, fy0, fy1)
-        return inside - full_m + full_g
-
-    def answer_single(
-        self, a: int, lo: NDArray[np.int64], hi: NDArray[np.int64]
-    ) -> NDArray[np.float64]:
-        """1-D answers on attribute axis ``a`` (vectorised)."""
-        g1 = self._one.get(a)
-        if g1 is not None:
-            edges, counts = g1.edges[0], g1.counts
-        else:
-            margins = []
-            for (x, y), g in self._pair.items():
-                if a in (x, y):
-                    ax = 0 if x == a else 1
-                    margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
-            if not margins:
-                raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
-            if self.interpolation == "uniform" or any(
-                not np.array_equal(e, margins[0][0]) for e, _ in margins
-            ):
-                return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
-            edges, counts = margins[0][0], np.mean([m for _, m in margins], axis=0)
-        if self.interpolation == "uniform":
-            return _overlap_weights(edges, lo, hi) @ counts
-        if a not in self._cum:
-            v = _spread(edges, counts, self.interpolation)
-            self._cum[a] = np.concatenate([[0.0], np.cumsum(v)])
-        cum = self._cum[a]
-        return np.asarray(cum[hi] - cum[lo], dtype=np.float64)
-
-    def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
-        dom = self._require_domain()
-        b = np.asarray(bounds, dtype=np.int64)
-        sizes = np.asarray(dom.shape, dtype=np.int64)
-        restricted = (b[:, :, 0] > 0) | (b[:, :, 1] < sizes[None, :])
-        lam = restricted.sum(axis=1)
-        out = np.full(b.shape[0], self.n)
-        for a in range(dom.ndim):
-            sel = np.flatnonzero((lam == 1) & restricted[:, a])
-            if sel.size:
-                out[sel] = self.answer_single(a, b[sel, a, 0], b[sel, a, 1])
-        multi = np.flatnonzero(lam >= 2)
-        if multi.size == 0:
-            return out
-        # 2-D answers for every (query, attribute pair) needed: the (in, in) box, and for λ ≥ 3
-        # the two one-sided strips that complete the 2x2 in/out table.
-        rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-        attrs = {int(q): np.flatnonzero(restricted[q]) for q in multi}
-        for q, ax in attrs.items():
-            for pj, pk in combinations(range(len(ax)), 2):
-                rows.setdefault((int(ax[pj]), int(ax[pk])), []).append((q, pj, pk))
-        tables: dict[int, dict[tuple[int, int], NDArray[np.float64]]] = {}
-        for (a, c), lst in rows.items():
-            qs = np.array([r[0] for r in lst])
-            lo_a, hi_a, lo_c, hi_c = b[qs, a, 0], b[qs, a, 1], b[qs, c, 0], b[qs, c, 1]
-            inin = self.answer_pair(a, c, lo_a, hi_a, lo_c, hi_c)
-            lam_q = lam[qs]
-            full_a = np.zeros_like(lo_a)
-            need = lam_q >= 3
-            ina = np.full(qs.size, np.nan)
-            inc = np.full(qs.size, np.nan)
-            if need.any():
-                s = need
-                ina[s] = self.answer_pair(
-                    a, c, lo_a[s], hi_a[s], full_a[s], np.full(s.sum(), sizes[c])
-                )
-                inc[s] = self.answer_pair(
-                    a, c, full_a[s], np.full(s.sum(), sizes[a]), lo_c[s], hi_c[s]
-                )
-            for i, (q, pj, pk) in enumerate(lst):
-                if lam[q] == 2:
-                    out[q] = inin[i]
-                    continue
-                ii, ia, ic = inin[i], ina[i], inc[i]
-                t = np.array([[ii, ia - ii], [ic - ii, self.n - ia - ic + ii]])
-                tables.setdefault(q, {})[(pj, pk)] = t
-        by_lam: dict[int, list[int]] = {}
-        for q in tables:
-            by_lam.setdefault(int(lam[q]), []).append(q)
-        for lv, qs_l in by_lam.items():
-            pairs = list(combinations(range(lv), 2))
-            stacked = {p: np.stack([tables[q][p] for q in qs_l]) for p in pairs}
-            w = self.full_weight
-            est = np.zeros(len(qs_l))
-            for variant, share in (("full", w), ("in-in", 1.0 - w)):
-                if share > 0:
-                    e, _ = estimate_from_pairs(
-                        stacked, lv, self.n, variant=variant, max_iter=self.max_iter,
-                        tol=self.tol,
-                    )  # fmt: skip
-                    est += share * e
-            out[np.array(qs_l)] = est
-        return out
-
-    # -- error -------------------------------------------------------------------------------
-    def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
-        q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
-        dom = self._require_domain()
-        b = q.bounds(dom)
-        sizes = np.asarray(dom.shape)
-        ax = np.flatnonzero((b[:, 0] > 0) | (b[:, 1] < sizes))
-        if ax.size == 0:
-            return 0.0
-        if ax.size > 2:
-            return None
-        lo, hi = b[ax, 0][:, None], b[ax, 1][:, None]
-        if ax.size == 1:
-            a = int(ax[0])
-            g1 = self._one.get(a)
-            if g1 is not None:
-                w = _overlap_weights(g1.edges[0], lo[0], hi[0])[0]
-                noise = float(np.sum(w**2) * g1.variance)
-            else:
-                parts = []
-                for (x, y), g in self._pair.items():
-                    if a in (x, y):
-                        axis = 0 if x == a else 1
-                        w = _overlap_weights(g.edges[axis], lo[0], hi[0])[0]
-                        parts.append(np.sum(w**2) * g.counts.shape[1 - axis] * g.variance)
-                noise = float(np.sum(parts) / len(parts) ** 2)
-        else:
-            a, c = int(ax[0]), int(ax[1])
-            g, flip = self._oriented(a, c)
-            la, ha, lc, hc = lo[0], hi[0], lo[1], hi[1]
-            if flip:
-                la, ha, lc, hc = lc, hc, la, ha
-            wx = _overlap_weights(g.edges[0], la, ha)[0]
-            wy = _overlap_weights(g.edges[1], lc, hc)[0]
-            noise = float(np.sum(wx**2) * np.sum(wy**2) * g.variance)
-        f = min(max(self.answer(q) / self.n, 0.0), 1.0) if self.n > 0 else 0.0
-        m = self.n_groups
-        sampling = self.n**2 * (m - 1) / max(self.n - 1, 1) * f * (1 - f)
-        return math.sqrt(noise + sampling)
-
-    # -- persistence -------------------------------------------------------------------------
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays: dict[str, np.ndarray] = {}
-        grids_meta = []
-        for i, g in enumerate(self.grids):
-            arrays[f"grid{i}"] = g.counts
-            for j, e in enumerate(g.edges):
-                arrays[f"edges{i}_{j}"] = e
-            grids_meta.append(
-                {"attributes": [str(a) for a in g.attributes], "variance": g.variance}
-            )
-        mats = []
-        for i, (key, m) in enumerate(self.matrices.items()):
-            arrays[f"matrix{i}"] = m
-            mats.append(list(key))
-        meta = {
-            "grids": grids_meta,
-            "matrices": mats,
-            "n": self.n,
-            "estimator": self.estimator,
-            "method": self.method,
-            "n_groups": self.n_groups,
-            "tol": self.tol,
-            "max_iter": self.max_iter,
-            "interpolation": self.interpolation,
-        }
-        return arrays, meta
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        grids = []
-        for i, gm in enumerate(meta["grids"]):
-            k = len(gm["attributes"])
-            edges = tuple(arrays[f"edges{i}_{j}"] for j in range(k))
-            grids.append(
-                GridEstimate(tuple(gm["attributes"]), edges, arrays[f"grid{i}"], gm["variance"])
-            )
-        matrices = {
-            (str(k[0]), str(k[1])): arrays[f"matrix{i}"] for i, k in enumerate(meta["matrices"])
-        }
-        return cls(
-            domain, guarantee, grids, float(meta["n"]), matrices=matrices,
-            estimator=meta["estimator"], method=meta["method"], n_groups=meta["n_groups"],
-            tol=meta["tol"], max_iter=meta["max_iter"],
-            interpolation=meta.get("interpolation", "uniform"),
-        )  # fmt: skip
-
-    def with_estimator(self, estimator: str) -> GridRelease:
-        """The same release answering λ ≥ 3 queries with another estimator (post-processing)."""
-        return GridRelease(
-            self._require_domain(), self.guarantee, self.grids, self.n, matrices=self.matrices,
-            estimator=estimator, method=self.method, n_groups=self.n_groups, tol=self.tol,
-            max_iter=self.max_iter, interpolation=self.interpolation,
-        )  # fmt: skip
-
-    def summary(self) -> dict[str, Any]:
-        out = super().summary()
-        out["grids"] = {"x".join(map(str, g.attributes)): list(g.shape) for g in self.grids}
-        return out

@@ -1,0 +1,481 @@
+"""What TDG and HDG publish: :class:`GridRelease`, which answers λ-D range queries.
+
+The release holds the post-processed grids (and HDG's response matrices) and answers a query
+restricting λ attributes from the 1-D and 2-D grids (Phase 3 of Yang et al., PVLDB 2020): λ ≤ 2
+from one grid (cut cells by ``interpolation``), λ ≥ 3 from the in/out tables of every attribute
+pair (``estimator``: "full", "in-in", or "auto", which weighs them by :func:`auto_weight` of the
+grids' predicted noise). Everything here is post-processing of the grids.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..domain import Domain
+from ..errors import InvalidParameterError
+from ..inference.ldp_post import (
+    INTERPOLATIONS,
+    GridEstimate,
+    cell_values,
+    estimate_from_pairs,
+)
+from ..queries import PrefixSums, RangeQuery
+from ..release import Guarantee, Release
+
+__all__ = ["AUTO_NOISE", "ESTIMATORS", "GridRelease", "auto_weight"]
+
+ESTIMATORS = ("auto", "full", "in-in")
+# "auto": weight on "full" falls from 1 to 0 (linear in log noise) as the predicted noise of a
+# 2-D cell (fraction of n) rises from AUTO_NOISE[1] to AUTO_NOISE[0]
+AUTO_NOISE = (0.035, 0.008)
+
+
+def auto_weight(noise: float) -> float:
+    """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in"), from
+    the predicted noise standard deviation of one 2-D cell as a fraction of n.
+
+    >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0167, 0.008, 0.002)]
+    [0.0, 0.0, 0.5, 1.0, 1.0]
+    """
+    hi, lo = AUTO_NOISE
+    if not noise > 0:
+        return 1.0
+    return float(min(1.0, max(0.0, math.log(hi / noise) / math.log(hi / lo))))
+
+
+def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
+    """Per attribute, the inverse-variance mean of its margins in the 2-D grids that share
+    its partition (TDG: all of them; after Phase 2 they agree up to the last Norm-Sub)."""
+    acc: dict[Any, list[tuple[NDArray[np.int64], NDArray[np.float64], float]]] = {}
+    for g in grids:
+        if len(g.attributes) != 2:
+            continue
+        for ax, a in enumerate(g.attributes):
+            acc.setdefault(a, []).append(
+                (g.edges[ax], g.counts.sum(axis=1 - ax), g.variance * g.counts.shape[1 - ax])
+            )
+    out = {}
+    for a, lst in acc.items():
+        e0 = lst[0][0]
+        same = [(m, v) for e, m, v in lst if np.array_equal(e, e0)]
+        w = np.array([1.0 / v for _, v in same])
+        mean = np.sum([wi * m for wi, (m, _) in zip(w, same, strict=True)], axis=0) / w.sum()
+        out[a] = GridEstimate((a,), (e0,), mean, float(1.0 / w.sum()))
+    return out
+
+
+def _rescale_blocks(
+    m: NDArray[np.float64], edges: Sequence[NDArray[np.int64]], counts: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``m`` with every block of the grid rescaled to sum to ``counts`` (an empty block is
+    filled evenly)."""
+    ex, ey = edges
+    s = np.add.reduceat(np.add.reduceat(m, ex[:-1], axis=0), ey[:-1], axis=1)
+    area = np.outer(np.diff(ex), np.diff(ey)).astype(np.float64)
+    pos = s > 0
+    factor = np.where(pos, counts / np.where(pos, s, 1.0), 0.0)
+    fill = np.where(pos, 0.0, counts / area)
+    rx, ry = np.diff(ex), np.diff(ey)
+    big = lambda a: np.repeat(np.repeat(a, rx, axis=0), ry, axis=1)  # noqa: E731
+    return np.asarray(m * big(factor) + big(fill), dtype=np.float64)
+
+
+def _fractions(edges: NDArray[np.int64], v: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Each value's share of its cell of ``edges`` by ``v`` (not clamped, so a ratio of
+    unbiased estimates; even shares when a cell has no positive mass)."""
+    w = v
+    width = np.diff(edges)
+    s = np.add.reduceat(w, edges[:-1])
+    ok = s > 0
+    return np.where(
+        np.repeat(ok, width),
+        w / np.repeat(np.where(ok, s, 1.0), width),
+        np.repeat(1.0 / width, width),
+    )
+
+
+def _product_matrix(
+    edges: Sequence[NDArray[np.int64]],
+    counts: NDArray[np.float64],
+    vx: NDArray[np.float64],
+    vy: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """The response matrix in closed form: every 2-D cell's count split over its values as
+    the product of the two attributes' within-cell shares (the fixed point of Algorithm 1: the
+    maximum-entropy matrix with these value margins and cell sums is a product inside every
+    cell)."""
+    ex, ey = edges
+    fx, fy = _fractions(ex, vx), _fractions(ey, vy)
+    big = np.repeat(np.repeat(counts, np.diff(ex), axis=0), np.diff(ey), axis=1)
+    return np.asarray(big * fx[:, None] * fy[None, :], dtype=np.float64)
+
+
+def _spread(edges: NDArray[np.int64], counts: NDArray[np.float64], how: str) -> NDArray[np.float64]:
+    """Per-value counts of a 1-D estimate: the shape of ``cell_values`` of the clipped counts,
+    each cell scaled to its (possibly negative) count."""
+    pos = np.maximum(counts, 0.0)
+    v = cell_values(edges, pos, method=how)
+    width = np.diff(edges)
+    ratio = np.where(pos > 0, counts / np.where(pos > 0, pos, 1.0), 0.0)
+    fill = np.where(pos > 0, 0.0, counts / width)
+    return np.asarray(v * np.repeat(ratio, width) + np.repeat(fill, width), dtype=np.float64)
+
+
+def _overlap_weights(
+    edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """Per query, the fraction of every cell inside ``[lo, hi)`` (uniform guess)."""
+    a = np.maximum(edges[None, :-1], lo[:, None])
+    b = np.minimum(edges[None, 1:], hi[:, None])
+    return np.clip(b - a, 0, None) / np.diff(edges)[None, :]
+
+
+def _full_cells(
+    edges: NDArray[np.int64], lo: NDArray[np.int64], hi: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """First and one-past-last index of the cells fully inside ``[lo, hi)`` (empty: a >= b)."""
+    first = np.searchsorted(edges, lo, side="left")
+    last = np.searchsorted(edges, hi, side="right") - 1
+    return first, np.maximum(last, first)
+
+
+def _box(ps: PrefixSums, x0: Any, x1: Any, y0: Any, y1: Any) -> NDArray[np.float64]:
+    b = np.stack([np.stack([x0, x1], -1), np.stack([y0, y1], -1)], axis=1).astype(np.int64)
+    return ps.answer(b)
+
+
+class GridRelease(Release):
+    """What TDG and HDG publish: post-processed grids (and HDG's response matrices).
+
+    Answering (Phase 3 of Yang et al.), for a query restricting λ attributes:
+
+    * λ = 0: n.
+    * λ = 1: HDG — the attribute's 1-D grid; TDG — the mean of its 2-D grids' marginals (equal
+      after consistency); cells cut by the interval contribute by ``interpolation`` (the
+      uniform guess, or the share of the cut in the PCHIP spread of the cells).
+    * λ = 2: the pair's 2-D grid; cells fully inside the query contribute their count, cut cells
+      the sum of the response matrix over the cut (HDG; TDG with ``"pchip"``) or the uniform
+      guess (TDG with ``"uniform"``, §4.1).
+    * λ ≥ 3: the 2 × 2 in/out table of every attribute pair (from the 2-D answers of the pair's
+      intervals and complements) feeds :func:`~fugu.inference.ldp_post.estimate_from_pairs`
+      (Algorithm 2, variant ``estimator``).
+
+    ``expected_error(q)`` (λ ≤ 2): the root of the noise + sampling variance of the spec's error
+    analysis (Yang et al. §5.1; frequency-oracle variance of the covered cells, weighted by the
+    covered fraction of cut cells, plus ``n²(m−1)/(n−1)·f(1−f)`` for sampling a group). It leaves
+    out the non-uniformity error and the effect of post-processing (which usually lowers the
+    variance); ``None`` for λ ≥ 3 (the estimation error depends on the data, no formula).
+    """
+
+    kind = "ldp-grids"
+
+    def __init__(
+        self,
+        domain: Domain,
+        guarantee: Guarantee,
+        grids: Sequence[GridEstimate],
+        n: float,
+        *,
+        matrices: Mapping[tuple[str, str], NDArray[np.float64]] | None = None,
+        estimator: str = "full",
+        method: str = "hdg",
+        n_groups: int | None = None,
+        tol: float = 1.0,
+        max_iter: int = 100,
+        interpolation: str = "uniform",
+    ) -> None:
+        super().__init__(domain, guarantee)
+        if interpolation not in INTERPOLATIONS:
+            raise InvalidParameterError(
+                f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}"
+            )
+        self.interpolation = interpolation
+        if estimator not in ESTIMATORS:
+            raise InvalidParameterError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        self.grids = list(grids)
+        self.n = float(n)
+        self.matrices = dict(matrices or {})
+        self.estimator = estimator
+        self.method = method
+        self.n_groups = len(self.grids) if n_groups is None else int(n_groups)
+        self.tol, self.max_iter = float(tol), int(max_iter)
+        names = domain.names
+        self._axis = {a: i for i, a in enumerate(names)}
+        self._pair: dict[tuple[int, int], GridEstimate] = {}
+        self._one: dict[int, GridEstimate] = {}
+        for g in self.grids:
+            ax = tuple(self._axis[str(a)] for a in g.attributes)
+            if len(ax) == 1:
+                self._one[ax[0]] = g
+            elif len(ax) == 2:
+                self._pair[(min(ax), max(ax))] = g
+            else:
+                raise InvalidParameterError("grids must be 1-D or 2-D")
+        self._ps: dict[Any, PrefixSums] = {}
+        self._cum: dict[int, NDArray[np.float64]] = {}
+
+    # -- answering ---------------------------------------------------------------------------
+    @property
+    def cell_noise(self) -> float:
+        """Predicted noise standard deviation of one 2-D grid cell, as a fraction of n (mean
+        over the pairs; from ε and the group sizes only)."""
+        sd = [math.sqrt(g.variance) for g in self._pair.values() if g.variance < 1e29]
+        return float(np.mean(sd)) / self.n if sd and self.n > 0 else math.inf
+
+    @property
+    def full_weight(self) -> float:
+        """Weight of the "full" λ-D estimate in the answers (1 for ``estimator="full"``, 0 for
+        ``"in-in"``, :func:`auto_weight` of :attr:`cell_noise` for ``"auto"``)."""
+        if self.estimator != "auto":
+            return 1.0 if self.estimator == "full" else 0.0
+        return auto_weight(self.cell_noise)
+
+    def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
+        if key not in self._ps:
+            self._ps[key] = PrefixSums(arr)
+        return self._ps[key]
+
+    def _oriented(self, a: int, b: int) -> tuple[GridEstimate, bool]:
+        g = self._pair.get((min(a, b), max(a, b)))
+        if g is None:
+            raise InvalidParameterError(
+                f"no 2-D grid for attributes {self._name(a)!r}, {self._name(b)!r}"
+            )
+        return g, self._axis[str(g.attributes[0])] != a
+
+    def _name(self, a: int) -> str:
+        assert self.domain is not None
+        return self.domain.names[a]
+
+    def answer_pair(
+        self,
+        a: int,
+        b: int,
+        lo_a: NDArray[np.int64],
+        hi_a: NDArray[np.int64],
+        lo_b: NDArray[np.int64],
+        hi_b: NDArray[np.int64],
+    ) -> NDArray[np.float64]:
+        """2-D answers on attribute axes ``a``, ``b`` for intervals ``[lo, hi)`` (vectorised)."""
+        g, flip = self._oriented(a, b)
+        if flip:
+            a, b, lo_a, hi_a, lo_b, hi_b = b, a, lo_b, hi_b, lo_a, hi_a
+        ex, ey = g.edges
+        key = (str(g.attributes[0]), str(g.attributes[1]))
+        m = self.matrices.get(key)
+        if m is None:  # uniform guess inside cut cells
+            wx, wy = _overlap_weights(ex, lo_a, hi_a), _overlap_weights(ey, lo_b, hi_b)
+            return np.asarray(np.einsum("qi,ij,qj->q", wx, g.counts, wy), dtype=np.float64)
+        ps_m = self._prefix(("M", key), m)
+        ps_g = self._prefix(("G", key), g.counts)
+        fx0, fx1 = _full_cells(ex, lo_a, hi_a)
+        fy0, fy1 = _full_cells(ey, lo_b, hi_b)
+        inside = _box(ps_m, lo_a, hi_a, lo_b, hi_b)
+        full_m = _box(ps_m, ex[fx0], ex[fx1], ey[fy0], ey[fy1])
+        full_g = _box(ps_g, fx0, fx1, fy0, fy1)
+        return inside - full_m + full_g
+
+    def answer_single(
+        self, a: int, lo: NDArray[np.int64], hi: NDArray[np.int64]
+    ) -> NDArray[np.float64]:
+        """1-D answers on attribute axis ``a`` (vectorised)."""
+        g1 = self._one.get(a)
+        if g1 is not None:
+            edges, counts = g1.edges[0], g1.counts
+        else:
+            margins = []
+            for (x, y), g in self._pair.items():
+                if a in (x, y):
+                    ax = 0 if x == a else 1
+                    margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
+            if not margins:
+                raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
+            if self.interpolation == "uniform" or any(
+                not np.array_equal(e, margins[0][0]) for e, _ in margins
+            ):
+                return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
+            edges, counts = margins[0][0], np.mean([m for _, m in margins], axis=0)
+        if self.interpolation == "uniform":
+            return _overlap_weights(edges, lo, hi) @ counts
+        if a not in self._cum:
+            v = _spread(edges, counts, self.interpolation)
+            self._cum[a] = np.concatenate([[0.0], np.cumsum(v)])
+        cum = self._cum[a]
+        return np.asarray(cum[hi] - cum[lo], dtype=np.float64)
+
+    def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
+        dom = self._require_domain()
+        b = np.asarray(bounds, dtype=np.int64)
+        sizes = np.asarray(dom.shape, dtype=np.int64)
+        restricted = (b[:, :, 0] > 0) | (b[:, :, 1] < sizes[None, :])
+        lam = restricted.sum(axis=1)
+        out = np.full(b.shape[0], self.n)
+        for a in range(dom.ndim):
+            sel = np.flatnonzero((lam == 1) & restricted[:, a])
+            if sel.size:
+                out[sel] = self.answer_single(a, b[sel, a, 0], b[sel, a, 1])
+        multi = np.flatnonzero(lam >= 2)
+        if multi.size == 0:
+            return out
+        # 2-D answers for every (query, attribute pair) needed: the (in, in) box, and for λ ≥ 3
+        # the two one-sided strips that complete the 2x2 in/out table.
+        rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        attrs = {int(q): np.flatnonzero(restricted[q]) for q in multi}
+        for q, ax in attrs.items():
+            for pj, pk in combinations(range(len(ax)), 2):
+                rows.setdefault((int(ax[pj]), int(ax[pk])), []).append((q, pj, pk))
+        tables: dict[int, dict[tuple[int, int], NDArray[np.float64]]] = {}
+        for (a, c), lst in rows.items():
+            qs = np.array([r[0] for r in lst])
+            lo_a, hi_a, lo_c, hi_c = b[qs, a, 0], b[qs, a, 1], b[qs, c, 0], b[qs, c, 1]
+            inin = self.answer_pair(a, c, lo_a, hi_a, lo_c, hi_c)
+            lam_q = lam[qs]
+            full_a = np.zeros_like(lo_a)
+            need = lam_q >= 3
+            ina = np.full(qs.size, np.nan)
+            inc = np.full(qs.size, np.nan)
+            if need.any():
+                s = need
+                ina[s] = self.answer_pair(
+                    a, c, lo_a[s], hi_a[s], full_a[s], np.full(s.sum(), sizes[c])
+                )
+                inc[s] = self.answer_pair(
+                    a, c, full_a[s], np.full(s.sum(), sizes[a]), lo_c[s], hi_c[s]
+                )
+            for i, (q, pj, pk) in enumerate(lst):
+                if lam[q] == 2:
+                    out[q] = inin[i]
+                    continue
+                ii, ia, ic = inin[i], ina[i], inc[i]
+                t = np.array([[ii, ia - ii], [ic - ii, self.n - ia - ic + ii]])
+                tables.setdefault(q, {})[(pj, pk)] = t
+        by_lam: dict[int, list[int]] = {}
+        for q in tables:
+            by_lam.setdefault(int(lam[q]), []).append(q)
+        for lv, qs_l in by_lam.items():
+            pairs = list(combinations(range(lv), 2))
+            stacked = {p: np.stack([tables[q][p] for q in qs_l]) for p in pairs}
+            w = self.full_weight
+            est = np.zeros(len(qs_l))
+            for variant, share in (("full", w), ("in-in", 1.0 - w)):
+                if share > 0:
+                    e, _ = estimate_from_pairs(
+                        stacked, lv, self.n, variant=variant, max_iter=self.max_iter,
+                        tol=self.tol,
+                    )  # fmt: skip
+                    est += share * e
+            out[np.array(qs_l)] = est
+        return out
+
+    # -- error -------------------------------------------------------------------------------
+    def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
+        q = query if isinstance(query, RangeQuery) else RangeQuery(dict(query))
+        dom = self._require_domain()
+        b = q.bounds(dom)
+        sizes = np.asarray(dom.shape)
+        ax = np.flatnonzero((b[:, 0] > 0) | (b[:, 1] < sizes))
+        if ax.size == 0:
+            return 0.0
+        if ax.size > 2:
+            return None
+        lo, hi = b[ax, 0][:, None], b[ax, 1][:, None]
+        if ax.size == 1:
+            a = int(ax[0])
+            g1 = self._one.get(a)
+            if g1 is not None:
+                w = _overlap_weights(g1.edges[0], lo[0], hi[0])[0]
+                noise = float(np.sum(w**2) * g1.variance)
+            else:
+                parts = []
+                for (x, y), g in self._pair.items():
+                    if a in (x, y):
+                        axis = 0 if x == a else 1
+                        w = _overlap_weights(g.edges[axis], lo[0], hi[0])[0]
+                        parts.append(np.sum(w**2) * g.counts.shape[1 - axis] * g.variance)
+                noise = float(np.sum(parts) / len(parts) ** 2)
+        else:
+            a, c = int(ax[0]), int(ax[1])
+            g, flip = self._oriented(a, c)
+            la, ha, lc, hc = lo[0], hi[0], lo[1], hi[1]
+            if flip:
+                la, ha, lc, hc = lc, hc, la, ha
+            wx = _overlap_weights(g.edges[0], la, ha)[0]
+            wy = _overlap_weights(g.edges[1], lc, hc)[0]
+            noise = float(np.sum(wx**2) * np.sum(wy**2) * g.variance)
+        f = min(max(self.answer(q) / self.n, 0.0), 1.0) if self.n > 0 else 0.0
+        m = self.n_groups
+        sampling = self.n**2 * (m - 1) / max(self.n - 1, 1) * f * (1 - f)
+        return math.sqrt(noise + sampling)
+
+    # -- persistence -------------------------------------------------------------------------
+    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays: dict[str, np.ndarray] = {}
+        grids_meta = []
+        for i, g in enumerate(self.grids):
+            arrays[f"grid{i}"] = g.counts
+            for j, e in enumerate(g.edges):
+                arrays[f"edges{i}_{j}"] = e
+            grids_meta.append(
+                {"attributes": [str(a) for a in g.attributes], "variance": g.variance}
+            )
+        mats = []
+        for i, (key, m) in enumerate(self.matrices.items()):
+            arrays[f"matrix{i}"] = m
+            mats.append(list(key))
+        meta = {
+            "grids": grids_meta,
+            "matrices": mats,
+            "n": self.n,
+            "estimator": self.estimator,
+            "method": self.method,
+            "n_groups": self.n_groups,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+            "interpolation": self.interpolation,
+        }
+        return arrays, meta
+
+    @classmethod
+    def _from_state(
+        cls,
+        domain: Domain | None,
+        guarantee: Guarantee,
+        arrays: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any],
+    ) -> Release:
+        assert domain is not None
+        grids = []
+        for i, gm in enumerate(meta["grids"]):
+            k = len(gm["attributes"])
+            edges = tuple(arrays[f"edges{i}_{j}"] for j in range(k))
+            grids.append(
+                GridEstimate(tuple(gm["attributes"]), edges, arrays[f"grid{i}"], gm["variance"])
+            )
+        matrices = {
+            (str(k[0]), str(k[1])): arrays[f"matrix{i}"] for i, k in enumerate(meta["matrices"])
+        }
+        return cls(
+            domain, guarantee, grids, float(meta["n"]), matrices=matrices,
+            estimator=meta["estimator"], method=meta["method"], n_groups=meta["n_groups"],
+            tol=meta["tol"], max_iter=meta["max_iter"],
+            interpolation=meta.get("interpolation", "uniform"),
+        )  # fmt: skip
+
+    def with_estimator(self, estimator: str) -> GridRelease:
+        """The same release answering λ ≥ 3 queries with another estimator (post-processing)."""
+        return GridRelease(
+            self._require_domain(), self.guarantee, self.grids, self.n, matrices=self.matrices,
+            estimator=estimator, method=self.method, n_groups=self.n_groups, tol=self.tol,
+            max_iter=self.max_iter, interpolation=self.interpolation,
+        )  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out["grids"] = {"x".join(map(str, g.attributes)): list(g.shape) for g in self.grids}
+        return out
