@@ -22,11 +22,11 @@ from ..errors import InvalidParameterError
 from ..inference.ldp_post import (
     INTERPOLATIONS,
     GridEstimate,
-    cell_values,
     estimate_from_pairs,
 )
 from ..queries import PrefixSums, RangeQuery
 from ..release import Guarantee, Release
+from .grid_matrices import _spread
 
 __all__ = ["AUTO_NOISE", "ESTIMATORS", "GridRelease", "auto_weight"]
 
@@ -47,84 +47,6 @@ def auto_weight(noise: float) -> float:
     if not noise > 0:
         return 1.0
     return float(min(1.0, max(0.0, math.log(hi / noise) / math.log(hi / lo))))
-
-
-def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
-    """Per attribute, the inverse-variance mean of its margins in the 2-D grids that share
-    its partition (TDG: all of them; after Phase 2 they agree up to the last Norm-Sub)."""
-    acc: dict[Any, list[tuple[NDArray[np.int64], NDArray[np.float64], float]]] = {}
-    for g in grids:
-        if len(g.attributes) != 2:
-            continue
-        for ax, a in enumerate(g.attributes):
-            acc.setdefault(a, []).append(
-                (g.edges[ax], g.counts.sum(axis=1 - ax), g.variance * g.counts.shape[1 - ax])
-            )
-    out = {}
-    for a, lst in acc.items():
-        e0 = lst[0][0]
-        same = [(m, v) for e, m, v in lst if np.array_equal(e, e0)]
-        w = np.array([1.0 / v for _, v in same])
-        mean = np.sum([wi * m for wi, (m, _) in zip(w, same, strict=True)], axis=0) / w.sum()
-        out[a] = GridEstimate((a,), (e0,), mean, float(1.0 / w.sum()))
-    return out
-
-
-def _rescale_blocks(
-    m: NDArray[np.float64], edges: Sequence[NDArray[np.int64]], counts: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """``m`` with every block of the grid rescaled to sum to ``counts`` (an empty block is
-    filled evenly)."""
-    ex, ey = edges
-    s = np.add.reduceat(np.add.reduceat(m, ex[:-1], axis=0), ey[:-1], axis=1)
-    area = np.outer(np.diff(ex), np.diff(ey)).astype(np.float64)
-    pos = s > 0
-    factor = np.where(pos, counts / np.where(pos, s, 1.0), 0.0)
-    fill = np.where(pos, 0.0, counts / area)
-    rx, ry = np.diff(ex), np.diff(ey)
-    big = lambda a: np.repeat(np.repeat(a, rx, axis=0), ry, axis=1)  # noqa: E731
-    return np.asarray(m * big(factor) + big(fill), dtype=np.float64)
-
-
-def _fractions(edges: NDArray[np.int64], v: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Each value's share of its cell of ``edges`` by ``v`` (not clamped, so a ratio of
-    unbiased estimates; even shares when a cell has no positive mass)."""
-    w = v
-    width = np.diff(edges)
-    s = np.add.reduceat(w, edges[:-1])
-    ok = s > 0
-    return np.where(
-        np.repeat(ok, width),
-        w / np.repeat(np.where(ok, s, 1.0), width),
-        np.repeat(1.0 / width, width),
-    )
-
-
-def _product_matrix(
-    edges: Sequence[NDArray[np.int64]],
-    counts: NDArray[np.float64],
-    vx: NDArray[np.float64],
-    vy: NDArray[np.float64],
-) -> NDArray[np.float64]:
-    """The response matrix in closed form: every 2-D cell's count split over its values as
-    the product of the two attributes' within-cell shares (the fixed point of Algorithm 1: the
-    maximum-entropy matrix with these value margins and cell sums is a product inside every
-    cell)."""
-    ex, ey = edges
-    fx, fy = _fractions(ex, vx), _fractions(ey, vy)
-    big = np.repeat(np.repeat(counts, np.diff(ex), axis=0), np.diff(ey), axis=1)
-    return np.asarray(big * fx[:, None] * fy[None, :], dtype=np.float64)
-
-
-def _spread(edges: NDArray[np.int64], counts: NDArray[np.float64], how: str) -> NDArray[np.float64]:
-    """Per-value counts of a 1-D estimate: the shape of ``cell_values`` of the clipped counts,
-    each cell scaled to its (possibly negative) count."""
-    pos = np.maximum(counts, 0.0)
-    v = cell_values(edges, pos, method=how)
-    width = np.diff(edges)
-    ratio = np.where(pos > 0, counts / np.where(pos > 0, pos, 1.0), 0.0)
-    fill = np.where(pos > 0, 0.0, counts / width)
-    return np.asarray(v * np.repeat(ratio, width) + np.repeat(fill, width), dtype=np.float64)
 
 
 def _overlap_weights(

@@ -12,6 +12,7 @@ docstrings for the privacy statement. What they share is split by the question a
   with one user group per grid, every user reporting the cell of her record in her group's grid
   through a :class:`~fugu.ldp.oracles.GroupedOracle`; then Phase 2 (consistency between the
   grids, response matrices) in :meth:`GridProtocol.release_from_grids`.
+* :mod:`fugu.ldp.grid_matrices` — the response matrices Phase 2 builds for cut cells.
 * :mod:`fugu.ldp.grid_release` — :class:`GridRelease`, Phase 3: answers λ-D range queries for
   any λ (see its docstring).
 
@@ -65,15 +66,12 @@ from .grid_layout import (
     n_groups,
     round_granularity,
 )
+from .grid_matrices import _pair_margins, _product_matrix, _rescale_blocks, _spread
 from .grid_oue import bernoulli_bytes, oue_grouped_perturb, oue_grouped_support
 from .grid_release import (
     AUTO_NOISE,
     ESTIMATORS,
     GridRelease,
-    _pair_margins,
-    _product_matrix,
-    _rescale_blocks,
-    _spread,
     auto_weight,
 )
 from .oracles import GroupedOracle
