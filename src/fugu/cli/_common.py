@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ..budget import Accountant
 from ..domain import Domain, Nominal, Ordinal
 from ..errors import InvalidParameterError
 
@@ -417,28 +418,19 @@ def accountant_for(acct: Any, epsilon: float, what: str, model: str, policy: str
     return acct
 
 
-def _spec_policy_accountant_class() -> Any:
-    from ..budget import Accountant
+class _SpecPolicyAccountant(Accountant):
+    """An accountant whose policy was checked by name when the ledger was opened."""
 
-    class SpecPolicyAccountant(Accountant):
-        """An accountant whose policy was checked by name when the ledger was opened."""
-
-        def spend(
-            self,
-            epsilon: float,
-            what: str,
-            *,
-            model: str | None = None,
-            policy: str | None = None,
-            delta: float = 0.0,
-        ) -> None:
-            super().spend(epsilon, what, model=model, delta=delta)
-
-    return SpecPolicyAccountant
-
-
-def _SpecPolicyAccountant(total: Any, ledger: Any) -> Any:  # noqa: N802 - acts as a class
-    return _spec_policy_accountant_class()(total, ledger)
+    def spend(
+        self,
+        epsilon: float,
+        what: str,
+        *,
+        model: str | None = None,
+        policy: str | None = None,
+        delta: float = 0.0,
+    ) -> None:
+        super().spend(epsilon, what, model=model, delta=delta)
 
 
 def ledger_line(path: str | None) -> str:
