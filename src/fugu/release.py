@@ -40,6 +40,7 @@ from .errors import (
     MissingDependencyError,
 )
 from .queries import PrefixSums, RangeQuery, Workload
+from .release_state import Array, Meta, StateField
 
 __all__ = ["Guarantee", "Release", "CubeRelease", "FORMAT_VERSION"]
 
@@ -435,9 +436,46 @@ class Release:
         return None
 
     # persistence -----------------------------------------------------------------------------
+    #: What a file of this kind holds (see :mod:`fugu.release_state`): each field saves one
+    #: attribute and restores one constructor keyword. ``save`` and ``load`` read it; a kind
+    #: declares it instead of writing its own state methods.
+    _state_fields: ClassVar[tuple[StateField, ...]] = ()
+    #: ``"required"``: the constructor is ``cls(domain, guarantee, **fields)`` and a file must
+    #: have a domain; ``"optional"``: the same, the domain may be None; ``"none"``: the release
+    #: has no domain, the constructor is ``cls(guarantee, **fields)``.
+    _state_domain: ClassVar[Literal["required", "optional", "none"]] = "required"
+
     def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Arrays and JSON-able metadata that rebuild this release."""
-        raise NotImplementedError
+        """Arrays and JSON-able metadata that rebuild this release (from ``_state_fields``)."""
+        if not self._state_fields:
+            raise NotImplementedError(f"{type(self).__name__} declares no _state_fields")
+        arrays: dict[str, np.ndarray] = {}
+        meta: dict[str, Any] = {}
+        for f in self._state_fields:
+            a, m = f.dump(self)
+            arrays.update(a)
+            meta.update(m)
+        return arrays, meta
+
+    @classmethod
+    def _check_state_specs(
+        cls,
+        specs: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]],
+        meta: Mapping[str, Any],
+        domain: Domain | None,
+    ) -> None:
+        """Check the file's arrays (declared shapes and dtypes only) and meta keys against
+        ``_state_fields``, before any array is decompressed. Raises a FuguError."""
+        fields = cls._state_fields
+        for f in fields:
+            f.check_spec(specs, domain)
+        stray = sorted(k for k in specs if not any(f.claims(k) for f in fields))
+        if stray:
+            raise InvalidParameterError(f"unexpected array(s) {stray} for a {cls.kind} release")
+        known = {f.key for f in fields if isinstance(f, Meta)}
+        extra = sorted(set(meta) - known)
+        if extra:
+            raise InvalidParameterError(f"unknown meta fields {extra} for a {cls.kind} release")
 
     @classmethod
     def _from_state(
@@ -447,7 +485,18 @@ class Release:
         arrays: Mapping[str, np.ndarray],
         meta: Mapping[str, Any],
     ) -> Release:
-        raise NotImplementedError
+        """The release rebuilt from checked state: every field's value as a keyword."""
+        kwargs = {f.kwarg: f.load(arrays, meta, domain) for f in cls._state_fields}
+        if cls._state_domain == "none":
+            return cls(guarantee, **kwargs)  # type: ignore[call-arg, arg-type]
+        return cls(domain, guarantee, **kwargs)
+
+    @classmethod
+    def _declarative(cls) -> bool:
+        """Whether this kind is saved and loaded from ``_state_fields`` (not its own methods)."""
+        return bool(cls._state_fields) and (
+            getattr(cls._from_state, "__func__", None) is Release._from_state.__func__  # type: ignore[attr-defined]
+        )
 
     def save(self, path: str | Path) -> Path:
         """Write the release to one ``.npz`` file (arrays + a JSON header). Returns the path."""
@@ -501,9 +550,17 @@ class Release:
                 header = _read_header(zf, infos, bad)
                 cls, dom, guarantee, meta = _check_header(header, bad)
                 specs = _check_arrays(zf, infos, bad)
-            if issubclass(cls, CubeRelease) and dom is None:
+            if cls._state_domain == "required" and dom is None:
                 raise bad(f"a {cls.kind} release needs a domain, the header has none")
-            if issubclass(cls, CubeRelease) and dom is not None:
+            if cls._state_domain == "none" and dom is not None:
+                raise bad(f"a {cls.kind} release has no domain, the header has one")
+            if cls._declarative():
+                try:
+                    cls._check_state_specs(specs, meta, dom)
+                except FuguError as exc:
+                    raise bad(str(exc)) from None
+            elif issubclass(cls, CubeRelease) and dom is not None:
+                # kinds that still write their own _state/_from_state (to be converted)
                 for key in ("estimate", "cell_variance"):
                     if key in specs and specs[key][0] != dom.shape:
                         raise bad(
@@ -848,6 +905,10 @@ class CubeRelease(Release):
     """
 
     kind = "cube"
+    _state_fields: ClassVar[tuple[StateField, ...]] = (
+        Array("estimate", "_estimate", shape="domain"),
+        Array("cell_variance", "_cell_variance", shape="domain", optional=True),
+    )
 
     def __init__(
         self,
@@ -914,23 +975,6 @@ class CubeRelease(Release):
 
     def __repr__(self) -> str:
         return super().__repr__()[:-1] + f" cells={self._estimate.size}>"
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"estimate": self._estimate}
-        if self._cell_variance is not None:
-            arrays["cell_variance"] = np.ascontiguousarray(self._cell_variance)
-        return arrays, {}
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        return cls(domain, guarantee, arrays["estimate"], cell_variance=arrays.get("cell_variance"))
 
     def post_process(
         self, step: str, fn: Callable[[NDArray[np.float64]], NDArray[np.float64]]

@@ -33,6 +33,7 @@ from ..errors import InvalidParameterError
 from ..inference.isotonic import monotone_cumulative
 from ..queries import RangeQuery
 from ..release import Guarantee, Release
+from ..release_state import Array, ArrayMap, Meta
 
 __all__ = ["CumulativeRelease", "Structure"]
 
@@ -204,6 +205,12 @@ class CumulativeRelease(Release):
     """
 
     kind = "blowfish-cumulative"
+    _state_fields = (
+        Array("cumulative", ndim=1),
+        ArrayMap("m_", "measurements", "_measurements"),
+        Meta("structure", dict, convert=lambda d: Structure(**d), to_json=asdict),
+        Meta("estimate", str),
+    )
 
     def __init__(
         self,
@@ -290,33 +297,6 @@ class CumulativeRelease(Release):
 
     def _gls_variance(self, lo: int, hi: int) -> float:
         return gls_range_variance(self.structure, lo, hi)
-
-    # -- persistence ------------------------------------------------------------------------
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"cumulative": self.cumulative}
-        for k, v in self._measurements.items():
-            arrays[f"m_{k}"] = np.asarray(v)
-        return arrays, {"structure": asdict(self.structure), "estimate": self.estimate}
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        st = Structure(**meta["structure"])
-        meas = {k[2:]: v for k, v in arrays.items() if k.startswith("m_")}
-        return cls(
-            domain,
-            guarantee,
-            arrays["cumulative"],
-            st,
-            estimate=meta["estimate"],
-            measurements=meas,
-        )
 
     def summary(self) -> dict[str, Any]:
         out = super().summary()

@@ -29,7 +29,6 @@ Expected error: each output has variance ``2p/(1−p)²`` with ``p = e^{−ε/S}
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from ..histogram import Histogram, require_histogram
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace_variance, geometric_mechanism, grid_laplace
 from ..release import CubeRelease, Guarantee, Release
+from ..release_state import Array, Meta
 from ._eps import NoisePart, check_noise_epsilon
 from .ordered import blowfish_neighbours
 from .policy import Policy
@@ -56,6 +56,12 @@ class LinearRelease(Release):
     """Noisy answers to a linear query (one value per output), with their noise variances."""
 
     kind = "blowfish-linear"
+    _state_domain = "optional"
+    _state_fields = (
+        Array("values", ndim=1),
+        Array("variance", ndim=1),
+        Meta("labels", "str-list", default=None),
+    )
 
     def __init__(
         self,
@@ -75,21 +81,6 @@ class LinearRelease(Release):
     def expected_errors(self) -> NDArray[np.float64]:
         """RMSE of every output."""
         return np.sqrt(self.variance)
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {"values": self.values, "variance": self.variance}, {"labels": self.labels}
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        return cls(
-            domain, guarantee, arrays["values"], arrays["variance"], list(meta.get("labels", []))
-        )
 
 
 def laplace(

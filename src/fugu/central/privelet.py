@@ -61,7 +61,8 @@ from ..histogram import Histogram, require_histogram
 from ..mechanism import check_neighbours, guarantee, start
 from ..noise import GridNoise, RandomSource, grid_laplace
 from ..queries import RangeQuery
-from ..release import CubeRelease, Guarantee, Release
+from ..release import CubeRelease, Guarantee
+from ..release_state import Array, Meta
 from .wavelets import (
     AxisTransform,
     HaarTransform,
@@ -223,6 +224,13 @@ class PriveletRelease(CubeRelease):
     """A Privelet / Privelet+ cube. ``expected_error`` is the exact noise RMSE of an answer."""
 
     kind = "privelet"
+    _state_fields = (
+        Array("estimate", "counts", shape="domain"),
+        Meta("plain", "str-list"),
+        Meta("lam", float),
+        Meta("unit_variance", float, nullable=True, default=None),
+        Meta("exact_base", bool, default=False),
+    )
 
     def __init__(
         self,
@@ -263,34 +271,6 @@ class PriveletRelease(CubeRelease):
         """Noise variance of many queries given as bounds (m, d, 2)."""
         return _variance_from_transforms(
             self.transforms, self.unit_variance, bounds, self.exact_base
-        )
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        meta = {
-            "plain": self.plain,
-            "lam": self.lam,
-            "unit_variance": self.unit_variance,
-            "exact_base": self.exact_base,
-        }
-        return {"estimate": self.counts}, meta
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        return cls(
-            domain,
-            guarantee,
-            arrays["estimate"],
-            plain=list(meta["plain"]),
-            lam=float(meta["lam"]),
-            unit_variance=meta.get("unit_variance"),
-            exact_base=bool(meta.get("exact_base", False)),
         )
 
 

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 
 from ..errors import InvalidParameterError, InvalidTypeError
 from ..release import Guarantee, Release
+from ..release_state import Array, Meta
 
 __all__ = ["CountRelease", "nonnegative_release", "pattern_name"]
 
@@ -27,6 +28,13 @@ class CountRelease(Release):
     """
 
     kind = "graph-count"
+    _state_domain = "none"
+    _state_fields = (
+        Array("value", scalar=True),
+        Array("delta_hat", scalar=True, optional=True),
+        Meta("noise_std", float, nullable=True, default=None),
+        Meta("statistic", str, default=""),
+    )
 
     def __init__(
         self,
@@ -56,28 +64,6 @@ class CountRelease(Release):
     def expected_error(self, query: Any = None) -> float | None:
         """None: the Recursive Mechanism's bias is data-dependent (see ``noise_std``)."""
         return None if self.delta_hat is not None else self.noise_std
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"value": np.array([self.value])}
-        if self.delta_hat is not None:
-            arrays["delta_hat"] = np.array([self.delta_hat])
-        return arrays, {"statistic": self.statistic, "noise_std": self.noise_std}
-
-    @classmethod
-    def _from_state(cls, domain: Any, guarantee: Guarantee, arrays: Any, meta: Any) -> Release:
-        for key in ("value", "delta_hat"):
-            if key in arrays and np.shape(arrays[key]) != (1,):
-                raise InvalidParameterError(
-                    f"a graph count holds one {key}, got an array of shape {np.shape(arrays[key])}"
-                )
-        dh = arrays.get("delta_hat")
-        return cls(
-            guarantee,
-            float(arrays["value"][0]),
-            delta_hat=None if dh is None else float(dh[0]),
-            noise_std=meta.get("noise_std"),
-            statistic=meta.get("statistic", ""),
-        )
 
     def summary(self) -> dict[str, Any]:
         return super().summary() | {

@@ -24,6 +24,7 @@ from ..errors import InvalidParameterError, check_positive_int
 from ..inference.tree import canonical_runs, consistent_tree, tree_height
 from ..noise import RandomSource
 from ..release import Guarantee, Release
+from ..release_state import Array, Meta
 from .multidim_common import YANG, _check_sizes
 from .oracles import GroupedOracle, estimate_counts, olh_support
 from .pairs import _NORM_WORDS, PairsRelease, _finish_pairs, _PairsMethod
@@ -56,6 +57,15 @@ class HIORelease(Release):
     """
 
     kind = "ldp-hio"
+    _state_fields = (
+        Array("group", ndim=1),
+        Array("seed", ndim=1),
+        Array("y", ndim=1),
+        Meta("epsilon", float),
+        Meta("branching", int),
+        Meta("oracle", str),
+        Meta("n", float),
+    )
 
     def __init__(
         self,
@@ -144,35 +154,6 @@ class HIORelease(Release):
             est[s:e] = self._estimate_cells(int(uniq[s, 0]), uniq[s:e, 1])
         np.add.at(out, qa, est[inv.ravel()])
         return out
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {"group": self.group, "seed": self.seed, "y": self.y}, {
-            "epsilon": self.epsilon,
-            "branching": self.branching,
-            "oracle": self.oracle,
-            "n": self.n,
-        }
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        return cls(
-            domain,
-            guarantee,
-            epsilon=meta["epsilon"],
-            branching=meta["branching"],
-            oracle=meta["oracle"],
-            group=arrays["group"],
-            seed=arrays["seed"],
-            y=arrays["y"],
-            n=meta["n"],
-        )
 
 
 def _layers(heights: Sequence[int]) -> list[tuple[int, ...]]:

@@ -21,6 +21,7 @@ from ..domain import Domain
 from ..errors import InvalidParameterError, check_positive_int
 from ..noise import RandomSource
 from ..release import Guarantee, Release
+from ..release_state import ArrayList, Meta
 from .multidim_common import YANG, _check_sizes
 from .protocol import ColumnSpec, LDPProtocol
 from .square_wave import default_bins, reconstruct, sw_half_width, sw_histogram, sw_perturb
@@ -33,6 +34,7 @@ class UniformRelease(Release):
     """Answers ``n · Π |I_j| / c_j``: what a method that learned nothing would say."""
 
     kind = "ldp-uniform"
+    _state_fields = (Meta("n", float),)
 
     def __init__(self, domain: Domain, guarantee: Guarantee, n: float) -> None:
         super().__init__(domain, guarantee)
@@ -42,20 +44,6 @@ class UniformRelease(Release):
         dom = self._require_domain()
         frac = (bounds[:, :, 1] - bounds[:, :, 0]) / np.asarray(dom.shape, np.float64)[None, :]
         return self.n * frac.prod(axis=1)
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {}, {"n": self.n}
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        return cls(domain, guarantee, meta["n"])
 
 
 class Uni(LDPProtocol):
@@ -97,6 +85,7 @@ class ProductRelease(Release):
     """Per-attribute distributions; a λ-D answer is ``n · Π_j θ_j(I_j)`` (independence)."""
 
     kind = "ldp-product"
+    _state_fields = (ArrayList("theta", "thetas", ndim=1), Meta("n", float))
 
     def __init__(
         self, domain: Domain, guarantee: Guarantee, thetas: Sequence[NDArray[np.float64]], n: float
@@ -115,20 +104,6 @@ class ProductRelease(Release):
         for j, cum in enumerate(self._cum):
             out *= cum[bounds[:, j, 1]] - cum[bounds[:, j, 0]]
         return out
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {f"theta{j}": t for j, t in enumerate(self.thetas)}, {"n": self.n}
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        return cls(domain, guarantee, [arrays[f"theta{j}"] for j in range(domain.ndim)], meta["n"])
 
 
 class MSW(LDPProtocol):

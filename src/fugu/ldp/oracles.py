@@ -81,6 +81,7 @@ from ..errors import InvalidParameterError, check_positive_int
 from ..noise import RandomSource
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee, Release
+from ..release_state import Array, Meta
 from .protocol import ColumnSpec, LDPProtocol, check_ldp_epsilon
 
 __all__ = [
@@ -383,6 +384,13 @@ class FrequencyRelease(CubeRelease):
     """
 
     kind = "ldp-frequency"
+    _state_fields = (
+        Array("estimate", "_estimate", shape="domain"),
+        Meta("oracle", str),
+        Meta("n_reports", int),
+        Meta("p", float),
+        Meta("q", float),
+    )
 
     def __init__(
         self,
@@ -412,33 +420,6 @@ class FrequencyRelease(CubeRelease):
         else:  # uncorrelated supports: sum of the per-cell variances
             var = (n * k * q * (1 - q) + inside * (p * (1 - p) - q * (1 - q))) / (p - q) ** 2
         return math.sqrt(max(var, 0.0))
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return {"estimate": self._estimate}, {
-            "oracle": self.oracle,
-            "n_reports": self.n_reports,
-            "p": self.p,
-            "q": self.q,
-        }
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        return cls(
-            domain,
-            guarantee,
-            arrays["estimate"],
-            oracle=meta["oracle"],
-            n_reports=meta["n_reports"],
-            p=meta["p"],
-            q=meta["q"],
-        )
 
 
 # -- the protocols -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..inference.ldp_post import (
 from ..noise import RandomSource
 from ..queries import PrefixSums
 from ..release import Guarantee, Release
+from ..release_state import ArrayMap, Meta
 from .multidim_common import YANG, _check_sizes, _restricted
 from .oracles import GroupedOracle
 from .protocol import ColumnSpec, LDPProtocol
@@ -37,6 +38,12 @@ __all__ = ["CALM", "PairsRelease"]
 
 
 # -- pairs (CALM, LHIO) ----------------------------------------------------------------------
+def _pair_key(name: str) -> tuple[int, int]:
+    """``"0_2"`` (a saved matrix's name) as the attribute pair ``(0, 2)``."""
+    j, k = name.split("_")
+    return int(j), int(k)
+
+
 class PairsRelease(Release):
     """Estimated 2-way marginals of every attribute pair; λ-D answers by the weighted update.
 
@@ -45,6 +52,11 @@ class PairsRelease(Release):
     """
 
     kind = "ldp-pairs"
+    _state_fields = (
+        ArrayMap("m", "matrices", fmt=lambda jk: f"{jk[0]}_{jk[1]}", parse=_pair_key, ndim=2),
+        Meta("n", float),
+        Meta("estimator", str, default="full"),
+    )
 
     def __init__(
         self,
@@ -112,25 +124,6 @@ class PairsRelease(Release):
                 est, _ = estimate_from_pairs(tables, int(L), self.n, variant=self.estimator)
                 out[qs] = est
         return out
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {f"m{j}_{k}": v for (j, k), v in self.matrices.items()}
-        return arrays, {"n": self.n, "estimator": self.estimator}
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        mats = {}
-        for key, v in arrays.items():
-            j, k = key[1:].split("_")
-            mats[(int(j), int(k))] = v
-        return cls(domain, guarantee, mats, meta["n"], meta.get("estimator", "full"))
 
 
 _NORM_WORDS = {
