@@ -40,7 +40,7 @@ from .errors import (
     MissingDependencyError,
 )
 from .queries import PrefixSums, RangeQuery, Workload
-from .release_state import Array, Meta, StateField
+from .release_state import Array, StateField
 
 __all__ = ["Guarantee", "Release", "CubeRelease", "FORMAT_VERSION"]
 
@@ -472,7 +472,7 @@ class Release:
         stray = sorted(k for k in specs if not any(f.claims(k) for f in fields))
         if stray:
             raise InvalidParameterError(f"unexpected array(s) {stray} for a {cls.kind} release")
-        known = {f.key for f in fields if isinstance(f, Meta)}
+        known = {k for f in fields for k in f.meta_keys()}
         extra = sorted(set(meta) - known)
         if extra:
             raise InvalidParameterError(f"unknown meta fields {extra} for a {cls.kind} release")

@@ -12,6 +12,8 @@ kind's constructor as keyword arguments:
 :class:`ArrayList`     arrays ``<prefix>0 … <prefix>{n-1}``, n from the domain (one per attribute)
 :class:`ArrayMap`      every array whose key starts with ``<prefix>``, as a mapping
 :class:`Meta`          one JSON value of ``meta``, type-checked, optionally converted
+:class:`Custom`        a value spread over arrays and meta entries that belong together (say,
+                       each grid's counts, edges and variance): two functions save and restore it
 =====================  ===========================================================================
 
 A field that reads one value from another (a converter raising :class:`~fugu.FuguError` or
@@ -41,7 +43,7 @@ import numpy as np
 from .domain import Domain
 from .errors import InvalidParameterError
 
-__all__ = ["Array", "ArrayList", "ArrayMap", "Meta", "StateField"]
+__all__ = ["Array", "ArrayList", "ArrayMap", "Custom", "Meta", "StateField"]
 
 #: dtype kinds fugu writes into release files: bool, integers, floats
 _NUMERIC = "biuf"
@@ -55,6 +57,10 @@ class StateField:
     """One part of a release's saved state (see the subclasses)."""
 
     kwarg: str
+
+    def meta_keys(self) -> tuple[str, ...]:
+        """The keys of the file's ``meta`` this field owns."""
+        return ()
 
     def dump(self, rel: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The arrays and meta entries that save this field of ``rel``."""
@@ -283,6 +289,9 @@ class Meta(StateField):
         if self.type not in _TYPES:
             raise TypeError(f"unknown meta type {self.type!r}")
 
+    def meta_keys(self) -> tuple[str, ...]:
+        return (self.key,)
+
     def dump(self, rel: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         value = _get(rel, self.attr or self.key)
         if value is not None and self.to_json is not None:
@@ -313,4 +322,47 @@ class Meta(StateField):
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise _problem(
                 f"meta {self.key!r} cannot be read: {type(exc).__name__}: {exc}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Custom(StateField):
+    """A value saved by ``dump(release) -> (arrays, meta)`` and restored by
+    ``load(arrays, meta, domain)``, for state the other fields cannot describe one by one.
+
+    ``arrays``: the key prefixes of the arrays it owns; ``meta``: the meta keys it owns (absent
+    ones are ``load``'s to refuse). ``load`` raises ``KeyError``, ``ValueError``, ``TypeError`` or
+    a :class:`~fugu.FuguError` on a malformed file; each becomes a FileFormatError naming it.
+    """
+
+    kwarg: str
+    save: Callable[[Any], tuple[dict[str, np.ndarray], dict[str, Any]]]
+    restore: Callable[[Mapping[str, np.ndarray], Mapping[str, Any], Domain | None], Any]
+    arrays: tuple[str, ...] = ()
+    meta: tuple[str, ...] = ()
+
+    def meta_keys(self) -> tuple[str, ...]:
+        return self.meta
+
+    def dump(self, rel: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        return self.save(rel)
+
+    def claims(self, key: str) -> bool:
+        return any(key.startswith(p) for p in self.arrays)
+
+    def check_spec(
+        self, specs: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], domain: Domain | None
+    ) -> None:
+        for k, spec in specs.items():
+            if self.claims(k):
+                _check_dims(k, spec, None)
+
+    def load(
+        self, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], domain: Domain | None
+    ) -> Any:
+        try:
+            return self.restore(arrays, meta, domain)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise _problem(
+                f"its {self.kwarg} cannot be read: {type(exc).__name__}: {exc}"
             ) from None
