@@ -51,6 +51,7 @@ from ..errors import InvalidParameterError, ReportError, check_positive_int
 from ..inference.ldp_post import (
     INTERPOLATIONS,
     GridEstimate,
+    cell_values,
     consistent_grids,
     response_matrix,
 )
@@ -66,7 +67,13 @@ from .grid_layout import (
     n_groups,
     round_granularity,
 )
-from .grid_matrices import _pair_margins, _product_matrix, _rescale_blocks, _spread
+from .grid_matrices import (
+    _pair_margins,
+    _product_matrix,
+    _rescale_blocks,
+    _spread,
+    fitted_matrix,
+)
 from .grid_oue import bernoulli_bytes, oue_grouped_perturb, oue_grouped_support
 from .grid_release import (
     AUTO_NOISE,
@@ -535,10 +542,15 @@ class GridProtocol(LDPProtocol):
                         f"HDG's response matrix for ({x}, {y}) would have {cells:,} cells; "
                         f"coarsen the attributes (fewer values) to at most {_MAX_MATRIX_CELLS:,}"
                     )
-                m, s = response_matrix(
-                    g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol,
-                    interpolation=self.interpolation,
-                )  # fmt: skip
+                if self.interpolation == "uniform":  # the paper's rule: flat start, cell by cell
+                    m, s = response_matrix(
+                        g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol,
+                        interpolation="uniform",
+                    )  # fmt: skip
+                else:  # smooth start, value by value (issue 15.3)
+                    vx = cell_values(one[x].edges[0], one[x].counts, method=self.interpolation)
+                    vy = cell_values(one[y].edges[0], one[y].counts, method=self.interpolation)
+                    m, s = fitted_matrix(g, float(n), vx, vy, max_iter=self.max_iter, tol=self.tol)
                 if unbiased is not None:  # block sums = the unbiased counts
                     m = _rescale_blocks(m, g.edges, unbiased[post.index(g)].counts)
                 matrices[(str(x), str(y))] = m
