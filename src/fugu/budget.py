@@ -41,13 +41,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ._files import atomic_write
 from .errors import (
@@ -66,6 +67,8 @@ __all__ = [
     "create_ledger",
     "MODELS",
     "LEDGER_FORMAT",
+    "NamedPolicy",
+    "is_policy_identifier",
 ]
 
 _TOL = 1e-12
@@ -82,6 +85,60 @@ def same_model(a: str, b: str) -> bool:
     return _ALIASES.get(a, a) == _ALIASES.get(b, b)
 
 
+#: The form of ``fugu.blowfish.Policy.identifier``: ``"<kind and parameters> [domain <16 hex>,
+#: graph <16 hex>]"``. A budget tie in another form (a bare CLI spec such as ``"line"``, or
+#: ``"line [0123456789]"`` as fugu named policies before) is bound to an identifier only by a
+#: policy object that recognises it (:meth:`Accountant.bind_policy`).
+_POLICY_IDENTIFIER = re.compile(r" \[domain [0-9a-f]{16}, graph [0-9a-f]{16}\]$")
+
+
+def is_policy_identifier(text: object) -> bool:
+    """Whether ``text`` has the form of ``fugu.blowfish.Policy.identifier``.
+
+    >>> is_policy_identifier("line [domain 6b717dab30a40bea, graph 434534af5ccff8ab]")
+    True
+    >>> is_policy_identifier("line"), is_policy_identifier("line [db3be6c3b6]")
+    (False, False)
+    """
+    return isinstance(text, str) and bool(_POLICY_IDENTIFIER.search(text))
+
+
+@runtime_checkable
+class NamedPolicy(Protocol):
+    """What the budget needs of a policy object (``fugu.blowfish.Policy`` is one): its canonical
+    ``identifier``, and ``names(text)``: whether an older name or a CLI spec names it."""
+
+    @property
+    def identifier(self) -> str: ...
+
+    def names(self, text: str) -> bool: ...
+
+
+def _policy_text(policy: Any, what: str = "policy") -> str | None:
+    """A policy argument as the text a budget records: a string as it is, a policy object as
+    its identifier."""
+    if policy is None or isinstance(policy, str):
+        return policy
+    ident = getattr(policy, "identifier", None)
+    if isinstance(ident, str):
+        return ident
+    raise InvalidParameterError(
+        f"{what} must be a policy identifier (a string), a fugu.blowfish.Policy or None, got "
+        f"{policy!r}"
+    )
+
+
+def _older_form_fix(tie: str, policy: str, where: str) -> str:
+    return (
+        f"{where} names its Blowfish policy {tie!r} in an older form (a policy spec without its "
+        f"domain, or a name written by fugu before policy identifiers); a release under "
+        f"{policy!r} cannot be checked against it by name. Open it once with the policy object "
+        f"- fugu.budget.ledger_file(path, model='blowfish', policy=<fugu.blowfish.Policy>), or "
+        f"any fugu command with --policy SPEC and --ledger - which checks that {tie!r} names "
+        f"that policy and records its identifier"
+    )
+
+
 #: ``format`` field written in every ledger file (files without it, from older fugu, still load).
 LEDGER_FORMAT = "fugu-ledger"
 LEDGER_VERSION = 1
@@ -89,7 +146,9 @@ LEDGER_VERSION = 1
 
 @dataclass(frozen=True)
 class Budget:
-    """A privacy budget: ε under a model (default central DP) and, for Blowfish, a policy name.
+    """A privacy budget: ε under a model (default central DP) and, for Blowfish, the policy
+    every release must be made under (a ``fugu.blowfish.Policy``, recorded as its
+    ``identifier``, or that identifier).
 
     ``delta`` is the total δ that (ε, δ) releases may add up to (sequential composition sums the
     δs too); 0, the default, admits only pure ε-DP releases.
@@ -104,10 +163,8 @@ class Budget:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         if not isinstance(self.model, str) or self.model not in MODELS:
             raise InvalidParameterError(f"model must be one of {list(MODELS)}, got {self.model!r}")
-        if self.policy is not None and not isinstance(self.policy, str):
-            raise InvalidParameterError(
-                f"policy must be a policy name (a string) or None, got {self.policy!r}"
-            )
+        # a fugu.blowfish.Policy is recorded by its identifier
+        object.__setattr__(self, "policy", _policy_text(self.policy))
         object.__setattr__(self, "delta", _check_delta(self.delta, "delta", InvalidParameterError))
 
 
@@ -205,7 +262,12 @@ class Accountant:
         policy: str | None = None,
         delta: float = 0.0,
     ) -> None:
-        """Record a spend (sequential composition of ε and, for (ε, δ) releases, of δ)."""
+        """Record a spend (sequential composition of ε and, for (ε, δ) releases, of δ).
+
+        ``policy``: the Blowfish policy of the release (a ``fugu.blowfish.Policy`` or its
+        identifier); a budget tied to another policy refuses it.
+        """
+        policy = _policy_text(policy)
         self._check_model(model, policy)
         delta = _check_delta(delta, "delta", InvalidParameterError)
         with self._lock:
@@ -244,6 +306,7 @@ class Accountant:
             raise InvalidParameterError("give one description per epsilon")
         eps = max(check_epsilon(e) for e in epsilons)
         label = f"parallel ({disjoint_by}): " + ", ".join(what)
+        policy = _policy_text(policy)
         self._check_model(model, policy)
         with self._lock:
             self._check_common_policy(policy)
@@ -260,6 +323,8 @@ class Accountant:
                 f"to it (compose across models only with a common guarantee)"
             )
         if policy is not None and b.policy is not None and policy != b.policy:
+            if is_policy_identifier(policy) and not is_policy_identifier(b.policy):
+                raise LedgerError(_older_form_fix(b.policy, policy, "this budget"))
             raise InvalidParameterError(
                 f"this accountant tracks the Blowfish policy {b.policy!r}; a release under policy "
                 f"{policy!r} composes only under a common policy"
@@ -276,11 +341,45 @@ class Accountant:
             return
         used = {e.policy for e in self.ledger if e.policy is not None}
         if used and policy not in used:
+            older = sorted(u for u in used if not is_policy_identifier(u))
+            if older and is_policy_identifier(policy):
+                raise LedgerError(_older_form_fix(older[0], policy, "this budget"))
             raise InvalidParameterError(
                 f"this Blowfish budget has been spent under the policy {sorted(used)[0]!r}; a "
                 f"release under {policy!r} does not compose with it (sequential composition "
                 "holds under one policy): keep one ledger per policy"
             )
+
+    def bind_policy(self, policy: NamedPolicy) -> list[str]:
+        """Record ``policy`` by its identifier wherever this budget names it in an older form.
+
+        The budget's policy and each entry's are rewritten when ``policy.names(old)`` says the
+        old text names this very policy (its name before identifiers, or a CLI spec that gives
+        it on its domain); any other text is left alone, so a release under ``policy`` is still
+        refused by a budget tied to another one. Returns the old texts rebound.
+        """
+        ident = _policy_text(policy)
+        assert ident is not None
+        if not is_policy_identifier(ident):
+            raise InvalidParameterError(f"{ident!r} is not a policy identifier")
+
+        def rebinds(old: str | None) -> bool:
+            return old is not None and old != ident and bool(policy.names(old))
+
+        with self._lock:
+            old_texts = sorted({str(e.policy) for e in self.ledger if rebinds(e.policy)})
+            if rebinds(self.budget.policy):
+                old_texts = sorted({*old_texts, str(self.budget.policy)})
+                self.total = Budget(
+                    self.budget.epsilon, self.budget.model, ident, self.budget.delta
+                )
+            self.ledger = [
+                LedgerEntry(e.epsilon, e.what, e.time, e.parts, ident, e.delta)
+                if rebinds(e.policy)
+                else e
+                for e in self.ledger
+            ]
+        return old_texts
 
     # ledger files ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -426,6 +525,12 @@ class Accountant:
                 else ""
             )
         ]
+        if self.budget.policy is not None:
+            bound = is_policy_identifier(self.budget.policy)
+            lines.append(
+                f"policy {self.budget.policy}"
+                + ("" if bound else " (bound to its domain by the first release under it)")
+            )
         lines += [
             f"  {e.time}  {e.epsilon:g}{f' (delta {e.delta:g})' if e.delta else ''}  {e.what}"
             for e in self.ledger
@@ -506,7 +611,7 @@ def _exclusive_lock(p: Path) -> Iterator[None]:
 
 @contextmanager
 def ledger_file(
-    path: str | Path, *, model: str | None = None, policy: str | None = None
+    path: str | Path, *, model: str | None = None, policy: str | NamedPolicy | None = None
 ) -> Iterator[Accountant]:
     """Open a ledger file for spending, under an exclusive OS lock.
 
@@ -522,8 +627,12 @@ def ledger_file(
         The ledger file, created by ``fugu ledger init PATH --total EPS``.
     model : str, optional
         The privacy model of the release about to be charged; a ledger of another model refuses.
-    policy : str, optional
-        The Blowfish policy of the release; a ledger tied to another policy refuses.
+    policy : fugu.blowfish.Policy or str, optional
+        The Blowfish policy of the release (or its ``identifier``); a ledger tied to another
+        policy refuses. Given as a policy object, it also binds a ledger that names the policy
+        in an older form (a CLI spec such as ``"line"`` from ``fugu ledger init --policy``
+        without a domain, or a name written by fugu before identifiers) to its identifier,
+        after :meth:`~fugu.blowfish.Policy.names` has checked that the old text names it.
 
     Raises
     ------
@@ -558,8 +667,10 @@ def ledger_file(
         raise LedgerError(
             f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
         )
+    text = _policy_text(policy)
     with _exclusive_lock(p):
         acct = Accountant.load(p)
+        rebound = acct.bind_policy(policy) if isinstance(policy, NamedPolicy) else []
         b = acct.budget
         if model is not None and not same_model(model, b.model):
             raise LedgerError(
@@ -567,16 +678,39 @@ def ledger_file(
                 f"cannot be charged to it (use a ledger made with 'fugu ledger init PATH "
                 f"--model {model}')"
             )
-        if policy is not None and b.policy is not None and policy != b.policy:
+        try:
+            acct._check_model(None, text)
+            acct._check_common_policy(text)
+        except LedgerError as exc:
+            if not isinstance(policy, NamedPolicy):
+                raise LedgerError(
+                    str(exc).replace("this budget", f"ledger {str(p)!r}", 1)
+                ) from None
+            # the policy object was asked, and said the old name is another policy's
+            tied = b.policy or next(e.policy for e in acct.ledger if e.policy is not None)
             raise LedgerError(
-                f"ledger {str(p)!r} tracks the Blowfish policy {b.policy!r}, not {policy!r}; "
-                "releases compose only under a common policy"
-            )
+                f"ledger {str(p)!r} tracks the Blowfish policy {tied!r} (named in an older "
+                f"form), and {text!r} is not that policy on this domain; releases compose only "
+                "under a common policy (keep one ledger per policy)"
+            ) from None
+        except InvalidParameterError:
+            tied = b.policy or next(e.policy for e in acct.ledger if e.policy is not None)
+            hint = ""
+            if str(text).split(" [")[0] == str(tied).split(" [")[0] + "+bottom":
+                hint = (
+                    "; this release also protects presence (the policy with ⊥, e.g. fugu "
+                    "--neighbours add-remove), which a ledger made with --policy SPEC+bottom "
+                    "tracks"
+                )
+            raise LedgerError(
+                f"ledger {str(p)!r} tracks the Blowfish policy {tied!r}, not {text!r}; "
+                f"releases compose only under a common policy (keep one ledger per policy){hint}"
+            ) from None
         before = list(acct.ledger)
         try:
             yield acct
         finally:
-            if acct.ledger != before:
+            if acct.ledger != before or rebound:
                 acct.save(p)
 
 
@@ -585,7 +719,7 @@ def create_ledger(
     total: float,
     *,
     model: str = "central-dp",
-    policy: str | None = None,
+    policy: str | NamedPolicy | None = None,
     delta: float = 0.0,
 ) -> Accountant:
     """Create a new ledger file with a declared total; refuse if the file already exists.
@@ -606,7 +740,7 @@ def create_ledger(
     ledger ... already exists
     """
     p = Path(path)
-    acct = Accountant(Budget(total, model=model, policy=policy, delta=delta))
+    acct = Accountant(Budget(total, model=model, policy=_policy_text(policy), delta=delta))
     with _exclusive_lock(p):
         if p.exists():
             try:

@@ -42,9 +42,10 @@ Attributes other modules read (the contract for ``fugu.blowfish.kmeans`` and the
     explicit policies: (E, 2) array of flat cell indices, each undirected edge once (x < y).
 ``policy.bottom``, ``policy.constraints``
     the ⊥ vertex flag and the tuple of public constraints (:mod:`fugu.blowfish.constraints`).
-``policy.name``
-    a stable identifier (description + digest) used by the budget :class:`~fugu.Accountant`;
-    two policies with the same name are the same policy.
+``policy.identifier`` (also ``policy.name``)
+    the canonical name used by the budget :class:`~fugu.Accountant` and ledger files: kind and
+    parameters, a digest of the domain and a digest of the canonical secret graph; equal for
+    equal policies however they were built (CLI spec or Python), in any process.
 
 The compact forms of each graph family (partition block ids, distance weights, explicit edge
 arrays with :data:`BOTTOM`) and the edge enumeration are built in
@@ -73,6 +74,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +82,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..budget import is_policy_identifier
 from ..domain import Domain, Ordinal
 from ..errors import DomainError, InvalidTypeError, PolicyError
 from .constraints import Constraint, constraint_from_dict
@@ -95,7 +98,7 @@ from .policy_edges import (
 )
 from .policy_edges import partition_block_ids as partition_block_ids  # kept importable here
 
-__all__ = ["Policy", "parse_policy", "KINDS", "BOTTOM"]
+__all__ = ["Policy", "parse_policy", "is_policy_identifier", "KINDS", "BOTTOM"]
 
 KINDS = ("full", "attribute", "partition", "distance", "explicit")
 
@@ -293,12 +296,67 @@ class Policy:
         return s
 
     @property
+    def identifier(self) -> str:
+        """The policy's one canonical name, for the budget ledger and for comparing policies.
+
+        ``"<kind and parameters> [domain <16 hex>, graph <16 hex>]"``: a readable summary, the
+        SHA-256 of the domain (its attributes, values and order) and the SHA-256 of the secret
+        graph in a canonical form (kind, θ / metric / weights, partition blocks renumbered in
+        order of first appearance, sorted edges, ⊥, constraints). Labels and the way the policy
+        was built do not enter it, so the same policy has the same identifier whether it came
+        from ``parse_policy("distance:theta=5", dom)`` (the CLI's ``--policy``) or
+        ``Policy.distance_threshold(dom, 5)``, in any process; two policies are equal (``==``)
+        exactly when their identifiers are. Partitions over at most 2^22 cells compare by their
+        cells, so per-attribute and per-cell forms of one partition are the same policy; over
+        larger domains the two forms get different identifiers (never the reverse).
+
+        >>> import fugu
+        >>> dom = fugu.Domain([fugu.Ordinal("age", 0, 99)])
+        >>> p = Policy.parse("distance:theta=5", dom)
+        >>> p.identifier == Policy.distance_threshold(dom, 5).identifier
+        True
+        >>> p.identifier.split(" [")[0]
+        'distance:theta=5'
+        """
+        ident = self.__dict__.get("_identifier")
+        if ident is None:
+            ident = _identifier(self)
+            object.__setattr__(self, "_identifier", ident)
+        return ident
+
+    @property
     def name(self) -> str:
-        """Stable identifier for the budget ledger: description plus a digest of the content."""
-        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[
-            :10
-        ]
-        return f"{self.description} [{digest}]"
+        """The same as :attr:`identifier` (the name every Blowfish mechanism charges a budget
+        under)."""
+        return self.identifier
+
+    @property
+    def legacy_name(self) -> str:
+        """The name fugu gave this policy before :attr:`identifier` (``description [digest]``):
+        ledgers written then record it; :meth:`names` recognises it."""
+        digest = hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        return f"{self.description} [{digest[:10]}]"
+
+    def names(self, text: str) -> bool:
+        """Whether ``text`` names this policy: its :attr:`identifier`, its :attr:`legacy_name`,
+        or a policy spec (the CLI's ``--policy``, e.g. ``"line"``) that gives this very policy
+        on this policy's domain. Used to bind ledgers that name a policy in an older form.
+
+        >>> import fugu
+        >>> p = Policy.line(fugu.Domain([fugu.Ordinal("age", 0, 99)]))
+        >>> p.names("line"), p.names("distance:theta=1"), p.names("line+bottom")
+        (True, True, False)
+        """
+        if not isinstance(text, str):
+            return False
+        if text in (self.identifier, self.legacy_name):
+            return True
+        if is_policy_identifier(text) or _LEGACY_NAME.search(text):
+            return False
+        try:
+            return parse_policy(text, self.domain).identifier == self.identifier
+        except (PolicyError, DomainError, InvalidTypeError, ValueError):
+            return False
 
     def __str__(self) -> str:
         return f"Policy({self.description} on {self.domain!r})"
@@ -306,10 +364,10 @@ class Policy:
     __repr__ = __str__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Policy) and self.to_dict() == other.to_dict()
+        return isinstance(other, Policy) and self.identifier == other.identifier
 
     def __hash__(self) -> int:
-        return hash(self.name)
+        return hash(self.identifier)
 
     # ------------------------------------------------------------------------------------------
     # serialisation
@@ -709,3 +767,74 @@ def _replace(p: Policy, **changes: Any) -> Policy:
 
 def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the canonical identifier
+# ----------------------------------------------------------------------------------------------
+_LEGACY_NAME = re.compile(r" \[[0-9a-f]{10}\]$")
+#: partitions over at most this many cells are compared cell by cell
+_CELL_CANONICAL = 2**22
+
+
+def _first_seen(ids: ArrayLike) -> NDArray[np.int64]:
+    """Block ids renumbered 0, 1, 2, ... in order of first appearance (a canonical labelling)."""
+    a = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if a.size == 0:
+        return a
+    _, first, inv = np.unique(a, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inv.reshape(-1)]
+
+
+def _identifier(p: Policy) -> str:
+    dom_digest = hashlib.sha256(json.dumps(p.domain.to_dict()).encode()).hexdigest()[:16]
+    head: dict[str, Any] = {"v": 1, "kind": p.kind, "bottom": bool(p.bottom)}
+    arrays: list[NDArray[np.int64]] = []
+    what = p.kind
+    if p.kind == "distance":
+        w = [float(x) for x in (p.weights or [1.0] * p.domain.ndim)]
+        head.update(theta=float(p.theta or 0.0), metric=p.metric, weights=w)
+        t = float(p.theta or 0.0)
+        line = t == 1 and p.domain.ndim == 1 and w == [1.0] and p.metric == "l1"
+        what = "line" if line else f"distance:theta={_num(t)}"
+        if p.metric != "l1":
+            what += f",metric={p.metric}"
+        if any(x != 1.0 for x in w):
+            what += ",weights=" + "|".join(_num(x) for x in w)
+    elif p.kind == "partition":
+        if p.domain.size <= _CELL_CANONICAL:
+            cells = _first_seen(p.block_ids())
+            head["blocks"] = "cells"
+            arrays.append(cells)
+            n_blocks = int(cells.max()) + 1 if cells.size else 0
+        elif p.attribute_blocks is not None:
+            per = [
+                _first_seen(np.zeros(a.size, np.int64) if b is None else b)
+                for a, b in zip(p.domain.attributes, p.attribute_blocks, strict=True)
+            ]
+            head["blocks"] = "attributes"
+            arrays.extend(per)
+            n_blocks = math.prod(int(x.max()) + 1 for x in per)
+        else:
+            cells = _first_seen(p.block_ids())
+            head["blocks"] = "cells"
+            arrays.append(cells)
+            n_blocks = int(cells.max()) + 1 if cells.size else 0
+        what = f"partition:{n_blocks} blocks"
+    elif p.kind == "explicit":
+        edges = np.asarray(p.edges if p.edges is not None else np.zeros((0, 2)), np.int64)
+        arrays.append(edges.reshape(-1))
+        what = f"explicit:{edges.shape[0]} edges"
+    if p.constraints:
+        head["constraints"] = sorted(json.dumps(c.to_dict(), sort_keys=True) for c in p.constraints)
+    h = hashlib.sha256(json.dumps(head, sort_keys=True).encode())
+    for a in arrays:
+        h.update(b"|%d|" % a.size)
+        h.update(np.ascontiguousarray(a, dtype="<i8").tobytes())
+    if p.bottom:
+        what += "+bottom"
+    if p.constraints:
+        what += f" with {len(p.constraints)} constraint(s)"
+    return f"{what} [domain {dom_digest}, graph {h.hexdigest()[:16]}]"

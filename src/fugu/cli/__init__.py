@@ -17,7 +17,6 @@ import click
 
 from ._common import (
     MECHANISMS,
-    accountant_for,
     cells_records,
     check_option_keys,
     domain_options,
@@ -204,10 +203,12 @@ def release(
             raise click.UsageError("--spark-master needs --engine spark")
         engine_options["master"] = spark_master
     dom = load_domain(data, attributes, domain_file)
+    pol = None
     if entry.model == "blowfish" and policy:
-        from ..blowfish import parse_policy
+        from .blowfish import release_policy
 
-        parse_policy(policy, dom)  # a bad policy is refused before the ledger is touched
+        # a bad policy is refused before the ledger is touched; the ledger checks this one
+        pol = release_policy(policy, dom, neighbours)
     progress = (progress or not quiet_requested(quiet)) and not quiet and not as_json
     if progress and data != "adult" and (engine or "numpy") == "numpy" and not sql:
         engine_options["progress"] = True
@@ -218,16 +219,8 @@ def release(
         )
     hist = load_histogram(data, dom, engine, out_of_domain, sql, **engine_options)
     rng = seed_source(seed)
-    what = f"{mechanism} release of {data} over {','.join(dom.names)}"
-    pol = options.get("policy") if entry.model == "blowfish" else None
     with open_ledger(ledger, model=entry.model, policy=pol) as acct:
-        rel = entry.run(
-            hist,
-            epsilon,
-            options,
-            rng,
-            accountant=accountant_for(acct, epsilon, what, entry.model, pol),
-        )
+        rel = entry.run(hist, epsilon, options, rng, accountant=acct)
     path = rel.save(out) if out else None
     summary = rel.summary() | {"file": str(path) if path else None}
     if path is None:
@@ -265,7 +258,15 @@ def ledger() -> None:
     help="Privacy model the releases share.",
 )
 @click.option(
-    "--policy", help="Blowfish: the one policy (as given to --policy) the releases share."
+    "--policy",
+    help="Blowfish: the one policy the releases share, as given to their --policy (with "
+    "'+bottom' for --neighbours add-remove). With the releases' domain (--attributes/--domain) "
+    "the ledger records the policy's identifier at once; without it, the first release binds it.",
+)
+@domain_options(
+    "The releases' data: 'adult' (bundled) names its attributes in --attributes; with --policy.",
+    attributes_help="With --policy: the releases' attributes ('age' for adult, "
+    "'age:0..99,sex:F|M' for files).",
 )
 @click.option(
     "--delta",
@@ -274,17 +275,43 @@ def ledger() -> None:
     show_default=True,
     help="Total δ that (ε, δ) releases may add up to (0: pure ε-DP releases only).",
 )
-def ledger_init(path: str, total: float, model: str, policy: str | None, delta: float) -> None:
+def ledger_init(
+    path: str,
+    total: float,
+    model: str,
+    policy: str | None,
+    data: str,
+    attributes: tuple[str, ...],
+    domain_file: str | None,
+    delta: float,
+) -> None:
     """Create a ledger with a declared total ε (sequential composition under one model)."""
     from ..budget import create_ledger
 
     if policy is not None and model != "blowfish":
         raise click.UsageError(f"--policy has no effect with --model {model} (Blowfish only)")
+    ctx = click.get_current_context()
+    if policy is None:
+        refuse_unused(
+            ctx,
+            {"data": "--data", "attributes": "--attributes", "domain_file": "--domain"},
+            "without --policy (only a Blowfish policy is tied to a domain)",
+        )
+    tie: Any = policy
+    if policy is not None and (attributes or domain_file):
+        from ..blowfish import parse_policy
+
+        tie = parse_policy(policy, load_domain(data, attributes, domain_file))
     # never overwrites: re-initialising a ledger would forget the spends it records
-    create_ledger(path, total, model=model, policy=policy, delta=delta)
+    acct = create_ledger(path, total, model=model, policy=tie, delta=delta)
+    note = ""
+    if policy is not None:
+        note = f", policy {acct.budget.policy}"
+        if tie is policy:
+            note += ": bound to the domain of its first release"
     click.echo(
         f"ledger {path}: total epsilon {total:g}{f', delta {delta:g}' if delta else ''} "
-        f"({model}{', policy ' + policy if policy else ''})"
+        f"({model}{note})"
     )
 
 

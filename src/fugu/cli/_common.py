@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 
-from ..budget import Accountant
 from ..domain import Domain, Nominal, Ordinal
 from ..errors import InvalidParameterError
 
@@ -105,11 +104,15 @@ def ledger_option(fn: Any) -> Any:
 
 
 @contextmanager
-def open_ledger(path: str | None, *, model: str, policy: str | None = None) -> Iterator[Any]:
+def open_ledger(path: str | None, *, model: str, policy: Any = None) -> Iterator[Any]:
     """The ledger's accountant under its exclusive lock (None without ``--ledger``).
 
-    Everything spent inside the block is written atomically when it exits; other processes
-    using the same ledger wait, so concurrent commands never overspend.
+    ``policy``: the ``fugu.blowfish.Policy`` the release will run under (None otherwise); the
+    ledger refuses another policy, and a ledger made with ``fugu ledger init --policy SPEC``
+    without a domain (or by an older fugu) is bound to this policy's identifier once the spec
+    is checked to name it. The mechanism charges under the same identifier. Everything spent
+    inside the block is written atomically when it exits; other processes using the same
+    ledger wait, so concurrent commands never overspend.
     """
     if not path:
         yield None
@@ -400,39 +403,6 @@ def is_tty() -> bool:
 
 
 # -- releases: what a command prints when it does not save -----------------------------------------
-def accountant_for(acct: Any, epsilon: float, what: str, model: str, policy: str | None) -> Any:
-    """The accountant to hand to a mechanism for a ledger opened by :func:`open_ledger`.
-
-    A Blowfish ledger made with ``fugu ledger init --policy SPEC`` records the policy as the user
-    wrote it, and :func:`fugu.budget.ledger_file` has already compared it with ``--policy``; the
-    Python mechanisms name a policy with a digest of its domain. For such a ledger the mechanism
-    gets a view of the same ledger that takes its charge under the checked spec, so the charge
-    still happens where the mechanism makes it (after its own checks, before the data).
-    ``epsilon`` and ``what`` are kept for the signature's callers.
-    """
-    del epsilon, what
-    if acct is None:
-        return None
-    if policy is not None and acct.budget.policy is not None:
-        return _SpecPolicyAccountant(acct.total, acct.ledger)  # shares the ledger list
-    return acct
-
-
-class _SpecPolicyAccountant(Accountant):
-    """An accountant whose policy was checked by name when the ledger was opened."""
-
-    def spend(
-        self,
-        epsilon: float,
-        what: str,
-        *,
-        model: str | None = None,
-        policy: str | None = None,
-        delta: float = 0.0,
-    ) -> None:
-        super().spend(epsilon, what, model=model, delta=delta)
-
-
 def ledger_line(path: str | None) -> str:
     """``ledger L.json: spent 0.5 of 2, 1.5 remains`` (read after the locked block wrote it)."""
     if not path:

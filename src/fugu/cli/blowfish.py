@@ -19,19 +19,24 @@ from ._common import (
 )
 
 
-def _policy(hist: Any, options: dict[str, Any]) -> Any:
+def release_policy(spec: Any, domain: Any, neighbours: str | None) -> Any:
+    """The policy a Blowfish release of ``fugu release --policy SPEC`` runs under (and is
+    charged under): ``SPEC`` on the domain, with the ⊥ vertex for ``--neighbours add-remove``."""
     from ..blowfish import parse_policy
 
-    spec = options.get("policy")
     if not spec:
         raise InvalidParameterError(
             "this mechanism needs --policy, e.g. --policy line, --policy 'distance:theta=5', "
             "--policy attribute or --policy 'partition:age=10'"
         )
-    pol = parse_policy(str(spec), hist.domain)
-    if options.get("neighbours") == "add-remove" and not pol.bottom:
+    pol = parse_policy(str(spec), domain)
+    if neighbours == "add-remove" and not pol.bottom:
         pol = pol.with_bottom()  # add/remove neighbours = the policy with the ⊥ vertex
     return pol
+
+
+def _policy(hist: Any, options: dict[str, Any]) -> Any:
+    return release_policy(options.get("policy"), hist.domain, options.get("neighbours"))
 
 
 def _bool(options: dict[str, Any], key: str, default: bool) -> bool:

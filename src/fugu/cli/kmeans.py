@@ -10,7 +10,6 @@ import click
 import numpy as np
 
 from ._common import (
-    accountant_for,
     cli_errors,
     emit,
     ledger_line,
@@ -208,7 +207,7 @@ def register(cli: click.Group) -> None:
         X: Any = _read_columns(data, list(dom.names)) if engine is None or report_path else None
         model = "central-dp" if policy is None else "blowfish"
         rng = seed_source(seed)
-        with open_ledger(ledger, model=model, policy=policy) as acct:
+        with open_ledger(ledger, model=model, policy=_ledger_policy(policy, dom)) as acct:
             km = KMeans(
                 k,
                 epsilon,
@@ -221,9 +220,7 @@ def register(cli: click.Group) -> None:
                 clip=clip,
                 size_fraction=size_fraction,
                 sensitivity=sensitivity,
-                accountant=accountant_for(
-                    acct, epsilon, f"k-means (k={k}) of {data}", model, policy
-                ),
+                accountant=acct,
             )
             with cli_errors():
                 if engine is None:
@@ -260,6 +257,16 @@ def register(cli: click.Group) -> None:
             return "\n".join(lines)
 
         emit(result, as_json, text)
+
+
+def _ledger_policy(policy: str | None, dom: Any) -> Any:
+    """The policy k-means charges under (``KMeans`` parses ``--policy`` on this domain too)."""
+    if policy is None:
+        return None
+    from ..blowfish import parse_policy
+
+    with cli_errors():
+        return parse_policy(policy, dom)
 
 
 def _write_centres(out: str, names: list[str], centres: np.ndarray, result: dict[str, Any]) -> Path:
