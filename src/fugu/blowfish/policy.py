@@ -306,7 +306,7 @@ class Policy:
         was built do not enter it, so the same policy has the same identifier whether it came
         from ``parse_policy("distance:theta=5", dom)`` (the CLI's ``--policy``) or
         ``Policy.distance_threshold(dom, 5)``, in any process; two policies are equal (``==``)
-        exactly when their identifiers are. Partitions over at most 2^22 cells compare by their
+        exactly when their identifiers are. Partitions over at most 2^20 cells compare by their
         cells, so per-attribute and per-cell forms of one partition are the same policy; over
         larger domains the two forms get different identifiers (never the reverse).
 
@@ -774,7 +774,7 @@ def _num(x: float) -> str:
 # ----------------------------------------------------------------------------------------------
 _LEGACY_NAME = re.compile(r" \[[0-9a-f]{10}\]$")
 #: partitions over at most this many cells are compared cell by cell
-_CELL_CANONICAL = 2**22
+_CELL_CANONICAL = 2**20
 
 
 def _first_seen(ids: ArrayLike) -> NDArray[np.int64]:
