@@ -242,23 +242,50 @@ def test_audit_general_recursive_fails_when_the_noise_is_too_small() -> None:
 
 
 # -- K-relations: fugu.graph.answer ------------------------------------------------------------
-def krelation_pair() -> tuple[KRelation, KRelation]:
+def krelation_pair(form: str = "dnf") -> tuple[KRelation, KRelation]:
     """A join of p's record with a union: every tuple is p ∧ (a_i ∨ b_i), plus tuples a_i ∧ b_i
-    that p does not touch. Withdrawing p removes 5 tuples (its whole impact)."""
-    own_p = KRelation.from_records([{"key": 1, "o": "p"}], owners="o", columns=["key"])
+    that p does not touch. Withdrawing p removes 5 tuples (its whole impact). With the default
+    rule ``form="auto"`` the base tables have no public fan-in, so the plan keeps formulas."""
+    own_p = KRelation.from_records([{"key": 1, "o": "p"}], owners="o", columns=["key"], form=form)
     left = KRelation.from_records(
-        [{"key": 1, "v": i, "o": f"a{i}"} for i in range(5)], owners="o", columns=["key", "v"]
+        [{"key": 1, "v": i, "o": f"a{i}"} for i in range(5)],
+        owners="o",
+        columns=["key", "v"],
+        form=form,
     )
     right = KRelation.from_records(
-        [{"key": 1, "v": i, "o": f"b{i}"} for i in range(5)], owners="o", columns=["key", "v"]
+        [{"key": 1, "v": i, "o": f"b{i}"} for i in range(5)],
+        owners="o",
+        columns=["key", "v"],
+        form=form,
     )
     joint = KRelation.from_records(
         [{"key": 2, "v": i, "o": (f"a{i}", f"b{i}")} for i in range(3)],
         owners="o",
         columns=["key", "v"],
+        form=form,
     )
     d2 = own_p.join(left.union(right)).union(joint)
     return d2.withdraw("p"), d2
+
+
+def common_friend_pair() -> tuple[KRelation, KRelation]:
+    """Fig. 2(b) of the paper under node privacy, built by the default rule on a graph and on the
+    graph without node p (the real neighbour, not ``withdraw``): friends (u, v) joined with the
+    projection "u and v have a common friend". The edge table is owner-keyed (bound 1, minimal
+    DNF), the projection has no public fan-in (the plan switches to formulas there), and the
+    last join is a formula join. p is a common friend of three pairs and in two edges."""
+    edges = [("a", "b"), ("b", "c"), ("a", "c"), ("c", "d"), ("b", "d")]
+    edges += [("p", "a"), ("p", "b"), ("p", "d")]
+
+    def build(drop: str | None) -> KRelation:
+        es = [(u, v) for u, v in edges if drop not in (u, v)]
+        rows = [{"x": u, "y": v} for u, v in es] + [{"x": v, "y": u} for u, v in es]
+        E = KRelation.from_records(rows, owners=["x", "y"])
+        common = E.rename({"y": "w"}).join(E.rename({"x": "w", "y": "z"})).project(["x", "z"])
+        return E.rename({"y": "z"}).join(common).select(lambda r: r["x"] < r["z"])
+
+    return build("p"), build(None)
 
 
 def relation_sequences(rel: KRelation, params: RecursiveParameters) -> tuple[int, np.ndarray]:
@@ -287,11 +314,29 @@ def answer_vectorised(params: RecursiveParameters):
     return mech
 
 
-def test_answer_pair_annotations_and_library_x() -> None:
-    """The pair has ∨ in its annotations; the audit's H grid gives the library's X."""
-    d1, d2 = krelation_pair()
-    assert d2.annotation((1, 0)) == "(a0 ∧ p) ∨ (b0 ∧ p)"
+PAIRS = {
+    "dnf": lambda: krelation_pair("dnf"),
+    "auto-formula": lambda: krelation_pair("auto"),
+    "auto-switch": common_friend_pair,
+}
+
+
+def test_pairs_forms() -> None:
+    d1, d2 = krelation_pair("dnf")
+    assert d2.annotation((1, 0)) == "(a0 ∧ p) ∨ (b0 ∧ p)" and d2.form == "dnf"
     assert len(d2) - len(d1) == 5
+    d1, d2 = krelation_pair("auto")
+    assert d2.annotation((1, 0)) == "(a0 ∨ b0) ∧ p" and d1.form == d2.form == "formula"
+    d1, d2 = common_friend_pair()
+    assert d1.form == d2.form == "formula" and d2.clause_bound == math.inf
+    assert d2.annotation(("a", "b")) == "((a ∧ b ∧ c) ∨ (a ∧ b ∧ p)) ∧ a ∧ b"
+    assert len(d2) - len(d1) == 3  # (a, d) and (b, d) need p or a path through it
+
+
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_answer_pair_annotations_and_library_x(pair: str) -> None:
+    """The pairs have ∨ in their annotations; the audit's H grid gives the library's X."""
+    d1, d2 = PAIRS[pair]()
     params = RecursiveParameters.make(EPS)
     for rel in (d1, d2):
         j, h = relation_sequences(rel, params)
@@ -305,9 +350,12 @@ def test_answer_pair_annotations_and_library_x() -> None:
             assert x_value(model, dh, 1e-7, "relaxed")[0] == pytest.approx(exact, abs=1e-6)
 
 
-def test_audit_answer() -> None:
+@pytest.mark.parametrize("pair", sorted(PAIRS))
+def test_audit_answer(pair: str) -> None:
+    """ε audit of fugu.graph.answer on each annotation-form path (minimal DNF; formulas under the
+    default rule; the default rule switching from DNF to formulas at a projection)."""
     params = RecursiveParameters.make(EPS)
-    d1, d2 = krelation_pair()
+    d1, d2 = PAIRS[pair]()
     mech = answer_vectorised(params)
     for col in (0, 1):
         res = audit(

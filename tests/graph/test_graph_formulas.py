@@ -168,8 +168,9 @@ def test_formula_truth_matches_dnf_form() -> None:
 
 
 def test_join_of_eight_three_way_unions_runs_in_formula_form() -> None:
-    """The issue's example: 3^8 = 6,561 clauses exceed max_clauses in DNF form (refused); the
-    formula form keeps 8 ∨-gates of 3 and answers."""
+    """The issue's example: 3^8 = 6,561 clauses in DNF; the formula form keeps 8 ∨-gates of 3 and
+    answers. Nothing is refused: form="dnf" builds the whole DNF (the caller's choice), and the
+    default rule picks formulas because the three-way unions have no public fan-in."""
 
     def unions(form: str, joins: int = 8, **kw) -> KRelation:
         rel = None
@@ -182,18 +183,21 @@ def test_join_of_eight_three_way_unions_runs_in_formula_form() -> None:
         assert rel is not None
         return rel
 
-    with pytest.raises(InvalidParameterError, match="max_clauses"):  # 3^5 = 243 > 200
-        unions("dnf", 5, max_clauses=200)
+    forced = unions("dnf", 5, max_clauses=200)  # 3^5 = 243 > 200: no refusal, no clipping
+    assert forced.form == "dnf" and len(forced.dnf((1,))) == 243
+    assert unions("auto", 8).form == "formula"
     rel = unions("formula")
     assert len(rel) == 1 and len(rel.participants) == 24
     F = rel.compile()
     assert F.n_gates == 8 + 7 and F.size == 8 * 3 + 14  # 8 ∨ of 3, then 7 binary ∧
     out = fugu.graph.answer(rel, None, 1.0, rng=fugu.RandomSource(seed=0))
     assert np.isfinite(out.value)
-    with pytest.raises(InvalidParameterError, match="same form"):
-        rel.join(KRelation.from_records([{"k": 1, "o": "z"}], owners="o", columns=["k"]))
-    with pytest.raises(InvalidParameterError, match="form"):
-        rel.dnf((1,))
+    with pytest.raises(InvalidParameterError, match="whole query"):
+        rel.join(KRelation.from_records([{"k": 1, "o": "z"}], owners="o", form="dnf"))
+    # the default rule combined with an explicit one follows the explicit one
+    joined = rel.join(KRelation.from_records([{"k": 1, "o": "z"}], owners="o", columns=["k"]))
+    assert joined.form == "formula" and joined.form_rule == "formula"
+    assert len(rel.dnf((1,))) == 3**8  # inspection expands the formula (never used by answer)
 
 
 def test_figure8_cnf_relation_end_to_end_small() -> None:

@@ -82,9 +82,12 @@ def test_from_pandas_polars_and_joint_owners() -> None:
 
 def test_canonical_form_makes_spec_counterexample_phi_equal() -> None:
     # spec 8.1(1): (b1∨b2)∧(b1∨b3) and b1∨(b2∧b3) have the same truth table but different φ
-    # as written; fugu stores both as the same minimal DNF.
-    a = KRelation(["t"], {(0,): [{"b1"}, {"b2"}]}).join(KRelation(["t"], {(0,): [{"b1"}, {"b3"}]}))
-    b = KRelation(["t"], {(0,): [{"b1"}, {"b2", "b3"}]})
+    # as written; in DNF form fugu stores both as the same minimal DNF.
+    a = KRelation(["t"], {(0,): [{"b1"}, {"b2"}]}, form="dnf").join(
+        KRelation(["t"], {(0,): [{"b1"}, {"b3"}]}, form="dnf")
+    )
+    b = KRelation(["t"], {(0,): [{"b1"}, {"b2", "b3"}]}, form="dnf")
+    assert a.form == "dnf"
     assert a.dnf((0,)) == b.dnf((0,))
     ann = a.compile()
     f = np.full(ann.n_participants, 0.5)

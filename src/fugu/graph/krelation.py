@@ -10,28 +10,67 @@ selection, natural join, renaming) acts on annotations by the K-relation rules:
 * natural join: ``R1(t1) ∧ R2(t2)``;
 * selection keeps an annotation or drops the tuple; renaming leaves it alone.
 
-**Canonical form (a privacy requirement).** The efficient Recursive Mechanism needs neighbouring
+**Two forms (a privacy requirement).** The efficient Recursive Mechanism needs neighbouring
 relations to carry *φ-equivalent* annotations (spec 8.1(1)): two truth-table-equal expressions
-can relax to different functions φ, and a form chosen by the data would break Lemma 7. fugu keeps
-every annotation as its **minimal DNF**: a set of clauses, each a set of distinct participants,
-none a subset of another. For a monotone Boolean function this set (its minimal true sets) is
-unique, so the form depends only on the tuple's truth table, never on how or in which order it was
-built. When ``p`` withdraws, the minimal DNF of the restricted function is the old one without the
-clauses that mention ``p`` — exactly ``R(t)|p→False`` after the φ-invariant rewrites of the paper
-(identity, annihilator, absorption). So neighbours stay φ-equivalent by construction
-(:meth:`KRelation.withdraw` is that neighbour, and the tests check it).
+can relax to different functions φ, so the way an annotation is written is part of the privacy
+proof. fugu keeps annotations in one of two forms, each safe on its own:
 
-The price: a join of unions expands into DNF (at most ``max_clauses`` clauses per tuple; beyond
-that fugu refuses rather than switch to another form, which would be data-dependent).
-Duplicate participants inside a clause collapse (``a∧b ∧ b∧c`` → ``a∧b∧c``), which gives the better
-φ-sensitivity the paper uses for triangles (Fig. 2(a)).
+* **minimal DNF** (:class:`KRelation`, compiled to :class:`Annotations`): a set of clauses, each
+  a set of distinct participants, none a subset of another. For a monotone Boolean function this
+  set (its minimal true sets) is unique, so it depends only on the tuple's truth table, never on
+  how or in which order it was built. When ``p`` withdraws, the minimal DNF of the restricted
+  function is the old one without the clauses that mention ``p`` — ``R(t)|p→False`` after the
+  φ-invariant rewrites of the paper (identity, annihilator, absorption). Duplicate participants
+  inside a clause collapse (``a∧b ∧ b∧c`` → ``a∧b∧c``), which gives the paper's φ-sensitivity 1
+  for subgraph patterns (Fig. 2(a)). A join of unions expands, though: eight three-way unions
+  joined give 3^8 = 6,561 clauses.
+* **formulas** (:class:`FormulaRelation`, compiled to :class:`Formulas`): the K-relation formulas
+  themselves, one LP column per ∧/∨ gate (spec 5.6), polynomial size (section "Formula form").
 
-**Formula form** (``from_records(..., form="formula")``, :class:`FormulaRelation`, compiled to
-:class:`Formulas`): annotations are the K-relation formulas themselves, with one LP column per ∧/∨
-gate (spec 5.6), so a join of unions costs the length of its formula, never the size of its DNF,
-and no annotation is ever refused (nothing about representability depends on the data). The form
-is a public choice made for a whole query, never per tuple. Why this is private although
-truth-table-equal formulas can have different φ (spec 8.1(1)):
+**Which form, decided before the data is read.** Whether an annotation is representable, and in
+which form, must not depend on the private data: a refusal or a form that appears only on some
+databases is itself an observable, and a form that differs between neighbours breaks the proof
+(Def. 14 needs both neighbours built the *same* way; spec 8.1(1) has a 4.7·Δ̂ counterexample).
+So every relation carries a **public clause bound** :attr:`KRelation.clause_bound`, an upper bound
+on the number of minimal-DNF clauses of any of its annotations, computed from the query plan alone:
+
+* a base relation (:meth:`KRelation.from_records`) whose columns keep every owner column: 1 (the
+  tuple names its owners); one that leaves an owner column out: the declared public
+  ``max_fanin`` (records per tuple), infinite when none is declared;
+* pattern occurrences (:func:`fugu.graph.pattern_relation`): 1 — the pattern is public;
+* union: the sum of the inputs' bounds; join: their product; projection: the input's bound times
+  its declared ``max_fanin`` (infinite without one, unchanged if every column is kept);
+  selection, renaming and withdrawal: unchanged.
+
+Under the default rule ``form="auto"`` each operator keeps its result in minimal DNF when that
+bound is at most the public threshold ``max_clauses`` (default :data:`MAX_CLAUSES`) and in
+formula form otherwise, converting DNF inputs to formulas (``∨`` over the ∧ of each clause, a
+unary ∨ kept). Bounds only grow along the plan, so a plan is minimal DNF up to some operators and
+formulas after them; ``form="dnf"`` and ``form="formula"`` force one form everywhere. Nothing
+here reads the data: for a database and every neighbour the same plan yields the same bounds, so
+the same forms at the same operators, and nothing is ever refused for its size (the old
+``max_clauses`` refusal, whose occurrence depended on the data, is gone). The form used is in
+:attr:`KRelation.form` and in the guarantee of :func:`fugu.graph.answer`.
+
+*A declared bound the data exceed* (``max_fanin`` smaller than the true number of records per
+tuple) is never checked: no error, no clipping, no switch of form. The minimal DNF is simply
+larger than declared, which costs time and memory only; the released distribution is that of the
+form the plan chose, and the proof below holds for it whatever the sizes. (Running time depends
+on the data, as everywhere in fugu, and is not released.) A caller who cannot declare a bound
+gets formulas, which cost nothing extra to represent.
+
+*Why the mixed plan keeps neighbours φ-equivalent.* Let D2 = D1 + p and build the plan on both.
+Up to the first formula operator both sides are in minimal DNF, and the DNF of D1 is the DNF of
+D2 without p's clauses (above). The conversion writes a minimal DNF M as ``∨{∧C : C ∈ M}``; on D1
+that is ``∨{∧C : C ∈ M, p ∉ C}``, which is exactly the conversion of M with p := False after
+``x ∧ False → False`` and ``x ∨ False → x`` (a tuple all of whose clauses hold p is absent from D1
+and False in D2). From there on the formula argument below applies unchanged.
+
+Formula form
+------------
+With formulas a join of unions costs the length of its formula, never the size of its DNF, and
+no annotation is ever refused. Why this is private although truth-table-equal formulas can have
+different φ (spec 8.1(1)):
 
 *Claim.* Let D2 = D1 + p (p withdraws from D2 to give D1) and build the same query plan on both.
 For every tuple t, R1(t) is obtained from R2(t) by substituting p := False and applying only
@@ -55,26 +94,32 @@ is not φ-invariant and a collapse could expose such a repetition on one side on
 collapses unary gates for the LP, which is φ-invariant, after the structure is fixed).
 
 The price against minimal DNF: a participant that reaches a tuple along several ∧-paths counts
-that many times in S_{R(t),p} (a triangle built by a self-join has S = 2 per node instead of 1),
-so minimal DNF (the default) stays the form for conjunctive queries and subgraph patterns.
+that many times in S_{R(t),p} (a triangle built by a self-join of a table without a public bound
+has S = 2 per node instead of 1). Conjunctive queries over owner-keyed tables and subgraph
+patterns have public bound 1 and stay minimal DNF under ``"auto"``; a projection at the end of
+such a query converts clauses that are already deduplicated, so its φ equals the minimal DNF's.
 The tests check the claim on random plans (the relation built without p's records is φ-equal to
-the withdrawal) and Lemma 7 (|X(D1) − X(D2)| ≤ Δ̂) on random CNF/DNF relations for every single
-withdrawal.
+the withdrawal), that the form decision is the same for a database and each neighbour, and
+Lemma 7 (|X(D1) − X(D2)| ≤ Δ̂) on random CNF/DNF relations for every single withdrawal.
 
 Example
 -------
 >>> from fugu.graph import KRelation
 >>> friends = KRelation.from_records(
 ...     [{"a": 1, "b": 2}, {"a": 1, "b": 3}, {"a": 2, "b": 3}], owners=["a", "b"])
->>> len(friends), friends.annotation((1, 2))
-(3, '1 ∧ 2')
+>>> len(friends), friends.annotation((1, 2)), friends.form, friends.clause_bound
+(3, '1 ∧ 2', 'dnf', 1.0)
 >>> fof = friends.rename({"b": "c"}).join(friends.rename({"a": "c"})).project(["a", "b"])
->>> fof.annotation((1, 3))
-'1 ∧ 2 ∧ 3'
+>>> fof.annotation((1, 3)), fof.form        # a projection without a declared fan-in: formulas
+('1 ∧ 2 ∧ 3', 'formula')
+>>> friends.rename({"b": "c"}).join(friends.rename({"a": "c"})).project(
+...     ["a", "b"], max_fanin=10).form       # public bound 10 <= max_clauses: minimal DNF
+'dnf'
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,13 +129,16 @@ from numpy.typing import NDArray
 
 from ..errors import EmptyDataError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["KRelation", "Annotations", "minimal_dnf", "MAX_CLAUSES"]
+__all__ = ["KRelation", "Annotations", "minimal_dnf", "MAX_CLAUSES", "FORMS"]
 
 Clause = frozenset  # a set of participants that must all be present
 DNF = frozenset  # a set of clauses; empty = False
 
-#: Default limit on the number of clauses of one annotation (joins of unions expand into DNF).
+#: Default public threshold of ``form="auto"``: a plan step whose public clause bound exceeds it
+#: keeps formulas (a join of unions expands in DNF). A threshold, never a refusal.
 MAX_CLAUSES = 4096
+#: The annotation-form rules of a query (see the module docstring).
+FORMS = ("auto", "dnf", "formula")
 
 
 def minimal_dnf(clauses: Iterable[Iterable[Hashable]]) -> frozenset[frozenset[Hashable]]:
@@ -281,17 +329,40 @@ class KRelation:
 
     Build one with :meth:`from_records` (each base tuple names its owner or owners; jointly owned
     tuples are annotated with the ∧ of their owners) and combine relations with :meth:`union`,
-    :meth:`project`, :meth:`select`, :meth:`join` and :meth:`rename`. Annotations are kept in
-    minimal DNF (see the module docstring: this is what keeps neighbours φ-equivalent).
+    :meth:`project`, :meth:`select`, :meth:`join` and :meth:`rename`. How annotations are kept
+    (minimal DNF or formulas) is decided from the *query plan alone*, never from the data (see
+    the module docstring, "Which form, decided before the data is read"): :attr:`form` is the form
+    in use, :attr:`clause_bound` the public bound on the clauses of one annotation that the plan
+    implies, :attr:`form_rule` the rule asked for (``"auto"``, ``"dnf"`` or ``"formula"``).
     Answer a linear statistic privately with :func:`fugu.graph.answer`.
+
+    Constructing a ``KRelation`` directly from clauses (below) keeps the given annotations in
+    minimal DNF (canonical, so safe as it is). Its clause bound is ``clause_bound`` if declared
+    (public, never checked against the rows), else infinite, and operators applied to it decide
+    their form from that bound like any other.
 
     Parameters
     ----------
     columns : sequence of str
     rows : mapping tuple → iterable of clauses (each an iterable of participants)
     max_clauses : int
-        Refuse annotations with more clauses than this (default :data:`MAX_CLAUSES`).
+        Public threshold of the ``"auto"`` rule (default :data:`MAX_CLAUSES`): a plan step whose
+        public clause bound exceeds it keeps formulas. Never a refusal.
+    form : {"auto", "dnf"}
+        The rule for relations built from this one (``"dnf"``: minimal DNF everywhere).
+    clause_bound : int, optional
+        A public bound on the clauses per annotation (default: none, i.e. infinite).
+
+    Examples
+    --------
+    >>> from fugu.graph import KRelation
+    >>> r = KRelation(["k"], {(1,): [{"a", "b"}, {"a"}]})
+    >>> r.annotation((1,)), r.form
+    ('a', 'dnf')
     """
+
+    #: The form of this object's annotations: ``"dnf"`` (minimal DNF) or ``"formula"``.
+    form = "dnf"
 
     def __init__(
         self,
@@ -299,11 +370,22 @@ class KRelation:
         rows: Mapping[tuple[Any, ...], Iterable[Iterable[Hashable]]] | None = None,
         *,
         max_clauses: int = MAX_CLAUSES,
+        form: str = "auto",
+        clause_bound: int | None = None,
     ) -> None:
         self.columns = tuple(str(c) for c in columns)
         if len(set(self.columns)) != len(self.columns):
             raise InvalidParameterError(f"column names must be distinct, got {self.columns}")
-        self.max_clauses = int(max_clauses)
+        self.max_clauses = _check_max_clauses(max_clauses)
+        if form not in ("auto", "dnf"):
+            raise InvalidParameterError(
+                f"a KRelation built from clauses has form 'auto' or 'dnf', got {form!r} (for "
+                f"formulas use KRelation.from_records(..., form='formula'))"
+            )
+        #: The rule asked for: "auto", "dnf" or "formula" (inherited by every derived relation).
+        self.form_rule = form
+        #: Public upper bound on the clauses of one annotation, from the plan only (inf: none).
+        self.clause_bound: float = _check_fanin(clause_bound, "clause_bound")
         self._rows: dict[tuple[Any, ...], frozenset[frozenset[Hashable]]] = {}
         self._compiled: Annotations | None = None
         self._values: NDArray[Any] | None = None
@@ -314,25 +396,9 @@ class KRelation:
                     f"tuple {t!r} has {len(t)} values for columns {self.columns}"
                 )
             dnf = minimal_dnf(ann)
-            self._check(t, dnf)
+            _check_not_true(t, dnf)
             if dnf:
                 self._rows[t] = dnf
-
-    def _check(self, t: tuple[Any, ...], dnf: frozenset[frozenset[Hashable]]) -> None:
-        if frozenset() in dnf:
-            raise InvalidParameterError(
-                f"tuple {t!r} is annotated True (present whoever withdraws): public tuples make "
-                f"H_0 ≠ 0 (spec 8.1(2)); give it an owner or add its contribution outside the "
-                f"mechanism"
-            )
-        if len(dnf) > self.max_clauses:
-            raise InvalidParameterError(
-                f"the annotation of tuple {t!r} has {len(dnf)} clauses in minimal DNF, more than "
-                f"max_clauses={self.max_clauses}. Build the query with form='formula' (annotations "
-                f"kept as formulas, polynomial size, never refused), raise max_clauses, or reorder "
-                f"the query so unions are taken after joins. Note: this refusal depends on the "
-                f"data; form='formula' has none"
-            )
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -343,7 +409,8 @@ class KRelation:
         owners: str | Sequence[str],
         columns: Sequence[str] | None = None,
         max_clauses: int = MAX_CLAUSES,
-        form: str = "dnf",
+        form: str = "auto",
+        max_fanin: int | None = None,
     ) -> KRelation:
         """A base relation from records; each tuple is annotated with the ∧ of its owners.
 
@@ -356,17 +423,31 @@ class KRelation:
             owned by both its end points: ``owners=["src", "dst"]``.
         columns : list of str, optional
             The tuple's columns (default: all columns, owner columns included).
-        form : {"dnf", "formula"}
+        max_clauses : int
+            Public threshold of ``form="auto"`` (default :data:`MAX_CLAUSES`); never a refusal.
+        form : {"auto", "dnf", "formula"}
             How annotations are kept, for this relation and everything built from it (a public
-            choice for the whole query): ``"dnf"`` (default) minimal DNF — canonical, best
-            sensitivities for conjunctive queries (subgraph patterns), but a join of unions
-            expands and may exceed ``max_clauses``; ``"formula"`` — the K-relation formulas
-            themselves (polynomial size, never refused; see the module docstring).
+            choice for the whole query). ``"auto"`` (default): minimal DNF at every step of the
+            plan whose public clause bound (:attr:`clause_bound`, computed from the operators and
+            the declared ``max_fanin`` values only) is at most ``max_clauses``, formulas from the
+            first step where it is not. ``"dnf"``: minimal DNF everywhere (canonical, best
+            sensitivities; a join of unions can be exponentially large, and the time and memory
+            that costs are the caller's choice — it is never refused). ``"formula"``: the
+            K-relation formulas everywhere (polynomial size). See the module docstring.
+        max_fanin : int, optional
+            A *public* bound on how many records share one tuple when ``columns`` leaves out an
+            owner column (the number of clauses of a base annotation). Used only to compute the
+            clause bound of the plan, i.e. to choose the form; it is never checked against the
+            data, so data that exceed it are neither refused nor clipped (the minimal DNF is just
+            larger than declared, and the guarantee is unchanged). Without it such a relation
+            has no public bound and ``"auto"`` keeps it as formulas.
 
         Identical tuples are merged with ∨ (set semantics).
         """
-        if form not in ("dnf", "formula"):
-            raise InvalidParameterError(f"form must be 'dnf' or 'formula', got {form!r}")
+        if form not in FORMS:
+            raise InvalidParameterError(f"form must be one of {FORMS}, got {form!r}")
+        fanin = _check_fanin(max_fanin)
+        maxc = _check_max_clauses(max_clauses)
         rows = _records(data)
         owner_cols = [owners] if isinstance(owners, str) else list(owners)
         if not owner_cols:
@@ -382,23 +463,26 @@ class KRelation:
             except KeyError as exc:
                 raise InvalidParameterError(f"record {i} has no column {exc.args[0]!r}") from None
             acc.setdefault(t, set()).add(clause)
-        if form == "formula":
-            return FormulaRelation(
-                cols, {t: _or(_record_node(c) for c in clauses) for t, clauses in acc.items()}
-            )
-        return cls(cols, acc, max_clauses=max_clauses)
+        # the tuple determines its owners when every owner column is kept: one clause per tuple
+        bound = 1.0 if all(c in cols for c in owner_cols) else fanin
+        if _dnf_chosen(form, bound, maxc):
+            return _make(True, cols, acc, form, bound, maxc)
+        nodes = {t: _or(_record_node(c) for c in clauses) for t, clauses in acc.items()}
+        return _make(False, cols, nodes, form, bound, maxc)
 
     @classmethod
     def _from_conjunctions(
         cls, columns: Sequence[str], values: NDArray[Any], annotations: Annotations
     ) -> KRelation:
-        """A relation with one conjunction per tuple, kept as arrays (pattern occurrences)."""
+        """A relation with one conjunction per tuple, kept as arrays (pattern occurrences): the
+        pattern fixes one clause per tuple, a public bound of 1 (rule ``"auto"``)."""
         rel = cls(columns)
+        rel.form_rule, rel.clause_bound = "auto", 1.0
         rel._compiled = annotations
         rel._values = values
         return rel
 
-    def _materialise(self) -> dict[tuple[Any, ...], frozenset[frozenset[Hashable]]]:
+    def _materialise(self) -> dict[tuple[Any, ...], Any]:
         if self._values is not None and self._compiled is not None and not self._rows:
             ann = self._compiled
             labels = ann.labels if ann.labels is not None else tuple(range(ann.n_participants))
@@ -411,6 +495,12 @@ class KRelation:
                 self._rows[row] = minimal_dnf([*(self._rows.get(row, ())), clause])
         return self._rows
 
+    def _new(self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Any]) -> KRelation:
+        """A relation in this one's form, rule and bound (select, rename, withdraw)."""
+        return _make(
+            self.form == "dnf", columns, acc, self.form_rule, self.clause_bound, self.max_clauses
+        )
+
     # -- inspection ----------------------------------------------------------------------------
     def __len__(self) -> int:
         if self._compiled is not None and not self._rows:
@@ -418,14 +508,18 @@ class KRelation:
         return len(self._rows)
 
     def __repr__(self) -> str:
-        return f"<KRelation columns={self.columns} tuples={len(self)}>"
+        return f"<KRelation form={self.form} columns={self.columns} tuples={len(self)}>"
 
     def tuples(self) -> list[tuple[Any, ...]]:
         """The support: every tuple with a non-False annotation."""
         return list(self._materialise())
 
     def dnf(self, t: tuple[Any, ...]) -> frozenset[frozenset[Hashable]]:
-        """The annotation of ``t`` as a set of clauses (empty: ``t`` is absent)."""
+        """The annotation of ``t`` as a set of clauses, its minimal DNF (empty: ``t`` is absent).
+
+        For inspection by the data holder. On a relation in formula form the DNF is expanded
+        here (it can be exponentially large); the mechanism never uses this expansion.
+        """
         return self._materialise().get(tuple(t), frozenset())
 
     def annotation(self, t: tuple[Any, ...]) -> str:
@@ -452,34 +546,45 @@ class KRelation:
         return list(seen)
 
     # -- positive relational algebra -----------------------------------------------------------
-    def _new(
-        self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Iterable[Iterable[Hashable]]]
-    ) -> KRelation:
-        return KRelation(columns, acc, max_clauses=self.max_clauses)
-
-    form = "dnf"
-
+    # Every operator first decides the form of its result from public facts only (the rules and
+    # clause bounds of its inputs, its own declared parameters), then builds it.
     def union(self, other: KRelation) -> KRelation:
-        """``R1 ∪ R2``: annotations ``R1(t) ∨ R2(t)``; both must have the same columns."""
-        _require_form(self, other)
+        """``R1 ∪ R2``: annotations ``R1(t) ∨ R2(t)``; both must have the same columns.
+
+        Clause bound: the sum of the inputs' bounds.
+        """
+        _require(other)
         if other.columns != self.columns:
             raise InvalidParameterError(
                 f"union needs the same columns, got {self.columns} and {other.columns}"
             )
-        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
+        rule, maxc = _plan(self, other)
+        bound = self.clause_bound + other.clause_bound
+        dnf = _dnf_chosen(rule, bound, maxc)
+        acc: dict[tuple[Any, ...], set[Any]] = {}
         for rel in (self, other):
-            for t, dnf in rel._materialise().items():
-                acc.setdefault(t, set()).update(dnf)
-        return self._new(self.columns, acc)
+            for t, ann in _view(rel, dnf).items():
+                acc.setdefault(t, set()).update(ann if dnf else ann[1])
+        return _make(dnf, self.columns, _close(acc, dnf), rule, bound, maxc)
 
-    def project(self, columns: Sequence[str]) -> KRelation:
-        """``π_columns R``: the ∨ of the annotations of all tuples that project to the same row."""
+    def project(self, columns: Sequence[str], *, max_fanin: int | None = None) -> KRelation:
+        """``π_columns R``: the ∨ of the annotations of all tuples that project to the same row.
+
+        ``max_fanin``: a *public* bound on how many input tuples project to one row. It only
+        sets the clause bound of the result (``max_fanin ×`` the input's; without it the bound
+        is infinite unless every column is kept) and so the form under ``form="auto"``; it is
+        never checked against the data (see :meth:`from_records`).
+        """
         cols = tuple(columns)
         idx = [self._index(c) for c in cols]
-        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
-        for t, dnf in self._materialise().items():
-            acc.setdefault(tuple(t[i] for i in idx), set()).update(dnf)
-        return self._new(cols, acc)
+        fanin = _check_fanin(max_fanin)
+        bound = self.clause_bound * (1.0 if set(cols) >= set(self.columns) else fanin)
+        rule, maxc = self.form_rule, self.max_clauses
+        dnf = _dnf_chosen(rule, bound, maxc)
+        acc: dict[tuple[Any, ...], set[Any]] = {}
+        for t, ann in _view(self, dnf).items():
+            acc.setdefault(tuple(t[i] for i in idx), set()).update(ann if dnf else ann[1])
+        return _make(dnf, cols, _close(acc, dnf), rule, bound, maxc)
 
     def select(self, predicate: Callable[[dict[str, Any]], bool] | Mapping[str, Any]) -> KRelation:
         """``σ R``: keep the tuples for which ``predicate(row_dict)`` is true (or that match a
@@ -499,8 +604,8 @@ class KRelation:
                 "predicate must be a callable(row_dict) -> bool or a mapping column -> value"
             )
         acc = {
-            t: dnf
-            for t, dnf in self._materialise().items()
+            t: ann
+            for t, ann in self._materialise().items()
             if pred(dict(zip(self.columns, t, strict=True)))
         }
         return self._new(self.columns, acc)
@@ -513,24 +618,32 @@ class KRelation:
         return self._new(cols, self._materialise())
 
     def join(self, other: KRelation) -> KRelation:
-        """``R1 ⋈ R2`` on the shared columns: annotations ``R1(t1) ∧ R2(t2)`` (in minimal DNF)."""
-        _require_form(self, other)
+        """``R1 ⋈ R2`` on the shared columns: annotations ``R1(t1) ∧ R2(t2)``.
+
+        Clause bound: the product of the inputs' bounds (in DNF every clause of one side meets
+        every clause of the other).
+        """
+        _require(other)
+        rule, maxc = _plan(self, other)
+        bound = self.clause_bound * other.clause_bound
+        dnf = _dnf_chosen(rule, bound, maxc)
         shared = [c for c in self.columns if c in other.columns]
         extra = [c for c in other.columns if c not in self.columns]
         li = [self._index(c) for c in shared]
         ri = [other._index(c) for c in shared]
         xi = [other._index(c) for c in extra]
-        index: dict[
-            tuple[Any, ...], list[tuple[tuple[Any, ...], frozenset[frozenset[Hashable]]]]
-        ] = {}
-        for t, dnf in other._materialise().items():
-            index.setdefault(tuple(t[i] for i in ri), []).append((t, dnf))
-        acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
-        for t, dnf in self._materialise().items():
-            for u, dnf2 in index.get(tuple(t[i] for i in li), ()):
+        index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]] = {}
+        for t, ann in _view(other, dnf).items():
+            index.setdefault(tuple(t[i] for i in ri), []).append((t, ann))
+        acc: dict[tuple[Any, ...], set[Any]] = {}
+        for t, ann in _view(self, dnf).items():
+            for u, ann2 in index.get(tuple(t[i] for i in li), ()):
                 row = t + tuple(u[i] for i in xi)
-                acc.setdefault(row, set()).update(a | b for a in dnf for b in dnf2)
-        return self._new(self.columns + tuple(extra), acc)
+                if dnf:
+                    acc.setdefault(row, set()).update(a | b for a in ann for b in ann2)
+                else:
+                    acc.setdefault(row, set()).add(_and([ann, ann2]))
+        return _make(dnf, self.columns + tuple(extra), _close(acc, dnf), rule, bound, maxc)
 
     def _index(self, c: str) -> int:
         try:
@@ -543,7 +656,8 @@ class KRelation:
         """The neighbouring relation in which ``participant`` has withdrawn.
 
         Its tuples vanish; every other annotation is the old one with ``participant := False``,
-        still in minimal DNF (the same form the builders produce on the data without it).
+        still in minimal DNF (the same form the builders produce on the data without it: the
+        form, rule and clause bound do not change).
         """
         acc = {}
         for t, dnf in self._materialise().items():
@@ -989,32 +1103,47 @@ def _substitute(node: Node, gone: Hashable, memo: dict[int, Node | None]) -> Nod
 
 
 def _render(node: Node) -> str:
+    """The formula as text: nested gates of the same kind shown flat (associativity is
+    φ-invariant), a multi-child gate of the other kind in parentheses; unary gates are
+    transparent. For display only."""
+    return _render_kind(node)[0]
+
+
+def _render_kind(node: Node) -> tuple[str, str]:
+    """(text, kind of the top operator: "v", "and" or "or")."""
     if node[0] == "v":
-        return str(node[1])
-    parts = sorted(_render(c) for c in node[1])
-    if len(parts) == 1:
-        return parts[0]
-    sep = " ∧ " if node[0] == "and" else " ∨ "
-    return sep.join(p if p.startswith("(") or (" " not in p) else f"({p})" for p in parts)
+        return str(node[1]), "v"
+    kids = [_render_kind(c) for c in node[1]]
+    if len(kids) == 1:
+        return kids[0]
+    kind = node[0]
+    parts = sorted(text if k in ("v", kind) else f"({text})" for text, k in kids)
+    return (" ∧ " if kind == "and" else " ∨ ").join(parts), kind
 
 
 class FormulaRelation(KRelation):
-    """A sensitive K-relation whose annotations are kept as formulas (``form="formula"``).
+    """A sensitive K-relation whose annotations are kept as formulas.
 
-    Built with :meth:`KRelation.from_records` (``form="formula"``) and the same positive relational
-    algebra; every operator adds gates exactly as the K-relation semantics say (a union or a
-    projection adds an ∨ over the merged annotations, a join an ∧ of the two), so a join of unions
-    costs the length of its formula instead of the size of its DNF, and nothing is ever refused for
-    its size. See the module docstring (section "Formula form") for why the withdrawal of a
-    participant keeps neighbours φ-equivalent.
+    Produced by :meth:`KRelation.from_records` and the positive relational algebra when the
+    query's form is ``"formula"``, or ``"auto"`` beyond the public clause threshold. Every
+    operator adds gates exactly as the K-relation semantics say (a union or a projection adds an
+    ∨ over the merged annotations, a join an ∧ of the two), so a join of unions costs the length
+    of its formula instead of the size of its DNF, and nothing is ever refused for its size. See
+    the module docstring (section "Formula form") for why the withdrawal of a participant keeps
+    neighbours φ-equivalent.
     """
 
     form = "formula"
 
     def __init__(
-        self, columns: Sequence[str], rows: Mapping[tuple[Any, ...], Node] | None = None
+        self,
+        columns: Sequence[str],
+        rows: Mapping[tuple[Any, ...], Node] | None = None,
+        *,
+        max_clauses: int = MAX_CLAUSES,
     ) -> None:
-        super().__init__(columns)
+        super().__init__(columns, max_clauses=max_clauses)
+        self.form_rule = "formula"
         self._nodes: dict[tuple[Any, ...], Node] = {}
         for t, node in (rows or {}).items():
             t = tuple(t)
@@ -1030,14 +1159,9 @@ class FormulaRelation(KRelation):
     def __len__(self) -> int:
         return len(self._nodes)
 
-    def __repr__(self) -> str:
-        return f"<KRelation form=formula columns={self.columns} tuples={len(self)}>"
-
     def dnf(self, t: tuple[Any, ...]) -> frozenset[frozenset[Hashable]]:
-        raise InvalidParameterError(
-            "this relation keeps annotations as formulas (form='formula'); their DNF can be "
-            "exponentially large. Use .annotation(t) for the formula"
-        )
+        node = self._nodes.get(tuple(t))
+        return frozenset() if node is None else _node_dnf(node, {})
 
     def annotation(self, t: tuple[Any, ...]) -> str:
         node = self._nodes.get(tuple(t))
@@ -1059,46 +1183,6 @@ class FormulaRelation(KRelation):
                 stack.extend(node[1])
         return list(seen)
 
-    def _new(self, columns: Sequence[str], acc: Mapping[tuple[Any, ...], Any]) -> KRelation:
-        return FormulaRelation(columns, acc)
-
-    def union(self, other: KRelation) -> KRelation:
-        _require_form(self, other)
-        if other.columns != self.columns:
-            raise InvalidParameterError(
-                f"union needs the same columns, got {self.columns} and {other.columns}"
-            )
-        acc: dict[tuple[Any, ...], set[Node]] = {}
-        for rel in (self, other):
-            for t, node in _nodes_of(rel).items():
-                acc.setdefault(t, set()).update(node[1])
-        return FormulaRelation(self.columns, {t: _or(kids) for t, kids in acc.items()})
-
-    def project(self, columns: Sequence[str]) -> KRelation:
-        cols = tuple(columns)
-        idx = [self._index(c) for c in cols]
-        acc: dict[tuple[Any, ...], set[Node]] = {}
-        for t, node in self._nodes.items():
-            acc.setdefault(tuple(t[i] for i in idx), set()).update(node[1])
-        return FormulaRelation(cols, {t: _or(kids) for t, kids in acc.items()})
-
-    def join(self, other: KRelation) -> KRelation:
-        _require_form(self, other)
-        shared = [c for c in self.columns if c in other.columns]
-        extra = [c for c in other.columns if c not in self.columns]
-        li = [self._index(c) for c in shared]
-        ri = [other._index(c) for c in shared]
-        xi = [other._index(c) for c in extra]
-        index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Node]]] = {}
-        for t, node in _nodes_of(other).items():
-            index.setdefault(tuple(t[i] for i in ri), []).append((t, node))
-        acc: dict[tuple[Any, ...], set[Node]] = {}
-        for t, node in self._nodes.items():
-            for u, node2 in index.get(tuple(t[i] for i in li), ()):
-                row = t + tuple(u[i] for i in xi)
-                acc.setdefault(row, set()).add(_and([node, node2]))
-        return FormulaRelation(self.columns + tuple(extra), {t: _or(k) for t, k in acc.items()})
-
     def withdraw(self, participant: Hashable) -> KRelation:
         memo: dict[int, Node | None] = {}
         acc = {}
@@ -1106,7 +1190,7 @@ class FormulaRelation(KRelation):
             new = _substitute(node, participant, memo)
             if new is not None:
                 acc[t] = new
-        return FormulaRelation(self.columns, acc)
+        return self._new(self.columns, acc)
 
     def compile(self, weights: Any = None) -> Formulas:  # type: ignore[override]
         """The formulas as arrays (one gate tree per tuple, unary gates collapsed, which is
@@ -1157,17 +1241,109 @@ class FormulaRelation(KRelation):
         )
 
 
-def _nodes_of(rel: KRelation) -> dict[tuple[Any, ...], Node]:
-    return rel._materialise()  # type: ignore[return-value]
+def _check_max_clauses(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+        raise InvalidParameterError(f"max_clauses must be an integer >= 1, got {v!r}")
+    return int(v)
 
 
-def _require_form(a: KRelation, b: Any) -> None:
-    _require(b)
-    if getattr(b, "form", "dnf") != getattr(a, "form", "dnf"):
+def _check_fanin(v: Any, name: str = "max_fanin") -> float:
+    """A declared public bound as a float (inf when not declared)."""
+    if v is None:
+        return math.inf
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
         raise InvalidParameterError(
-            "both relations must have the same form ('dnf' or 'formula'): the form is a public "
-            "choice made once for a whole query (build every base relation with the same form=)"
+            f"{name} must be an integer >= 1 (a public bound) or None, got {v!r}"
         )
+    return float(v)
+
+
+def _check_not_true(t: tuple[Any, ...], dnf: frozenset[frozenset[Hashable]]) -> None:
+    if frozenset() in dnf:
+        raise InvalidParameterError(
+            f"tuple {t!r} is annotated True (present whoever withdraws): public tuples make "
+            f"H_0 ≠ 0 (spec 8.1(2)); give it an owner or add its contribution outside the "
+            f"mechanism"
+        )
+
+
+def _plan(a: KRelation, b: KRelation) -> tuple[str, int]:
+    """The rule and threshold of a binary operator's result, from its inputs' public settings.
+
+    Mixing ``"dnf"`` and ``"formula"`` is refused (the caller asked for two forms in one query);
+    ``"dnf"`` or ``"formula"`` combined with ``"auto"`` wins; the threshold is the smaller one.
+    """
+    rules = {a.form_rule, b.form_rule}
+    if {"dnf", "formula"} <= rules:
+        raise InvalidParameterError(
+            "one relation asks for form='dnf' and the other for form='formula': the form is a "
+            "public choice made once for a whole query (build every base relation with the same "
+            "form=, or use the default form='auto')"
+        )
+    rule = "dnf" if "dnf" in rules else "formula" if "formula" in rules else "auto"
+    return rule, min(a.max_clauses, b.max_clauses)
+
+
+def _dnf_chosen(rule: str, bound: float, max_clauses: int) -> bool:
+    """The form decision: a function of public values only (never of the data)."""
+    return rule == "dnf" or (rule == "auto" and bound <= max_clauses)
+
+
+def _make(
+    dnf: bool,
+    columns: Sequence[str],
+    rows: Mapping[tuple[Any, ...], Any],
+    rule: str,
+    bound: float,
+    max_clauses: int,
+) -> KRelation:
+    rel: KRelation = (
+        KRelation(columns, rows, max_clauses=max_clauses)
+        if dnf
+        else FormulaRelation(columns, rows, max_clauses=max_clauses)
+    )
+    rel.form_rule, rel.clause_bound = rule, bound
+    return rel
+
+
+def _view(rel: KRelation, dnf: bool) -> dict[tuple[Any, ...], Any]:
+    """``rel``'s annotations in the form an operator decided on: minimal DNF (clause sets) or
+    formulas (every root an ∨ gate). A DNF relation becomes ``∨(∧ clause, …)`` — the unary ∨
+    of a one-clause tuple kept — which commutes with withdrawal (module docstring); a formula
+    relation is expanded to its minimal DNF only under ``form="dnf"`` or a form='dnf' input."""
+    rows = rel._materialise()
+    if dnf == (rel.form == "dnf"):
+        return rows
+    if dnf:
+        memo: dict[int, frozenset[frozenset[Hashable]]] = {}
+        return {t: _node_dnf(node, memo) for t, node in rows.items()}
+    return {t: _or(_record_node(c) for c in clauses) for t, clauses in rows.items()}
+
+
+def _close(acc: dict[tuple[Any, ...], set[Any]], dnf: bool) -> dict[tuple[Any, ...], Any]:
+    """Collected clause sets (DNF, minimised by the constructor) or ∨ children (formula)."""
+    return acc if dnf else {t: _or(kids) for t, kids in acc.items()}
+
+
+def _node_dnf(node: Node, memo: dict[int, frozenset[frozenset[Hashable]]]) -> DNF:
+    """The minimal DNF of a formula (can be exponentially large: for inspection and for
+    ``form="dnf"`` plans that combine a formula input)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    kind = node[0]
+    out: frozenset[frozenset[Hashable]]
+    if kind == "v":
+        out = frozenset({frozenset({node[1]})})
+    elif kind == "or":
+        out = minimal_dnf(c for kid in node[1] for c in _node_dnf(kid, memo))
+    else:
+        acc: frozenset[frozenset[Hashable]] = frozenset({frozenset()})
+        for kid in node[1]:
+            acc = minimal_dnf(a | b for a in acc for b in _node_dnf(kid, memo))
+        out = acc
+    memo[key] = out
+    return out
 
 
 def _check_nonnegative(w: NDArray[np.float64]) -> NDArray[np.float64]:

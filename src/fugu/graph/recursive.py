@@ -446,6 +446,8 @@ def answer(
 
     Privacy model: ε-DP where one participant withdraws with everything it owns (Def. 14 of the
     Recursive Mechanism paper); the efficient Recursive Mechanism (see the module docstring).
+    The relation's annotation form (minimal DNF or formulas) was decided from the query plan
+    alone (:mod:`fugu.graph.krelation`); it is recorded in the guarantee's parameters.
 
     Parameters
     ----------
@@ -520,11 +522,21 @@ def answer(
             "queries). Pass split_signed=True to answer the positive and negative parts as two "
             "releases that share epsilon"
         )
+    # the annotation form and its public clause bound come from the query plan, not the data
+    form_info = {
+        "annotation form": krelation.form,
+        "annotation form rule": krelation.form_rule,
+        "public clause bound": (
+            int(krelation.clause_bound) if math.isfinite(krelation.clause_bound) else "none"
+        ),
+    }
     if not split_signed:
         params = all_params[0]
         ann = krelation.compile(w)
         x_hat, dh, scale, _ = recursive_mechanism(ann, params, source, progress=progress)
-        g = _guarantee("participant-dp", params, source, label, NEIGHBOURS_RELATION)
+        g = _guarantee(
+            "participant-dp", params, source, label, NEIGHBOURS_RELATION, extra=form_info
+        )
         rel = CountRelease(g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=label)
         return nonnegative_release(rel) if nonnegative else rel
     parts = []
@@ -549,6 +561,7 @@ def answer(
             "beta (positive part)": pp.beta,
             "theta": theta,
             "mu": mu,
+            **form_info,
         },
     )
     return CountRelease(
