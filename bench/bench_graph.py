@@ -10,9 +10,14 @@ Run ``python bench/bench_graph.py`` (``--quick`` for a smaller run). Parts:
    (bokeh_sampledata), Minnesota roads (pygsp, if installed): triangle counts, node and edge.
 4. Figures 8 and 9 of the paper (generic K-relations): random 3-CNF (join of unions) and 3-DNF
    (union of joins) annotations, |P| = |supp R|, q ≡ 1, ε = 0.5 (the paper's reference line
-   US~/(ε q) fits ε = 0.5); Fig. 8: |supp R| = 1,000 and 2..10 clauses per tuple, Fig. 9: 3
-   clauses and |supp R| = 100..1,000. Annotations are kept as formulas (one LP column per gate).
-   One seeded relation per cell, R noise runs reusing its LP model; first-run time reported.
+   US~/(ε q) fits ε = 0.5), θ = 1, β = ε/5 and μ = 0.5 (the paper's stated setting, Sec. 6.1,
+   which uses μ = 1 only for node privacy; Sec. 6.2 states none). Fig. 8: |supp R| = 1,000 and
+   2..10 clauses per tuple, Fig. 9: 3 clauses and |supp R| = 100..1,000. Annotations are kept
+   as formulas (one LP column per gate). ``--relations`` seeded relations per cell, R noise runs
+   each reusing the relation's LP model; metric: median relative error over all runs (the
+   paper's); first-run time reported.
+5. ``--parts mu``: median relative error against μ on Figures 8-9 cells (model-based: the
+   library's LPs, thousands of (Y, Z) draws per μ).
 3. Running time vs number of occurrences (triangles, node privacy) on seeded collaboration-like
    graphs, up to the ca-GrQc shape (≈5,000 nodes, ≈14,500 edges, ≈48,000 triangles in the real
    graph): enumeration time, number of LPs, time per LP, total. ``--max-occ`` caps the sizes tried
@@ -23,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import time
 
 import networkx as nx
 import numpy as np
+from numpy.typing import NDArray
 
 import fugu
 from fugu.graph import (
@@ -306,25 +313,106 @@ def random_relation(kind: str, size: int, clauses: int, seed: int):
     return Formulas.from_clauses(data, kind, size)
 
 
-def krelation_cell(kind: str, size: int, clauses: int, runs: int, eps: float = 0.5):
-    """(median relative error, first-run seconds, US~/(ε q), number of LPs in the first run)."""
-    ann = random_relation(kind, size, clauses, seed=size * 100 + clauses)
-    t, p = ann.incidence()
-    us = float(np.bincount(p, minlength=ann.n_participants).max())  # max #tuples per participant
-    params = RecursiveParameters.make(eps)
-    model = LPModel(ann)
-    errs, first, lps = [], 0.0, 0
-    for r in range(runs):
-        t0 = time.perf_counter()
-        x_hat, _, _, tr = recursive_mechanism(ann, params, fugu.RandomSource(seed=r), model=model)
-        if r == 0:
-            first, lps = time.perf_counter() - t0, tr.n_lps
-        errs.append(rel_err(x_hat, ann.total()))
-    return float(np.median(errs)), first, us / (eps * ann.total()), lps
+def mu_sweep(
+    draws: int,
+    cells: list[tuple[str, int, int]],
+    mus: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5),
+    relations: int = 3,
+    eps: float = 0.5,
+) -> None:
+    """Median relative error against μ on the Figures 8-9 settings.
+
+    Per relation the deterministic part (j, hence Δ, and X as a function of Δ̂) is computed once
+    with the library's own code; then ``draws`` pairs (Y, Z) are drawn per μ from numpy's Laplace
+    (the same law as fugu's fine-grid discrete Laplace up to the grid) and the release
+    X(Δ̂) + Z is formed as ``recursive_mechanism`` does (X from the library's X program on 16
+    values of Δ̂ below the largest impact, linearly interpolated; X is the true answer above it).
+    An accuracy estimate with thousands of draws instead of 20 runs; never a release. Column
+    "G/2 mu=.5": the same at μ = 0.5 with G halved (no factor 2 of eq. 19, as in R2T's RM.py;
+    utility only), a variant fugu does not offer.
+    """
+    from fugu.graph.recursive import find_j, x_value
+
+    print(
+        f"\n== mu sweep (K-relations, eps={eps}, {relations} relations x {draws} draws per mu) =="
+    )
+    print(
+        f"{'kind':>5}{'|supp R|':>9}{'clauses':>8}"
+        + "".join(f"{'mu=' + format(m, 'g'):>9}" for m in mus)
+        + f"{'ref':>8}{'Delta/US':>9}{'G/2 mu=.5':>10}"
+    )
+    gen = np.random.default_rng(12345)
+    for kind, size, clauses in cells:
+        errs: dict[float, list[NDArray]] = {m: [] for m in mus}
+        half: list[NDArray] = []  # G without the factor 2 of eq. 19 (as R2T's RM.py), μ = 0.5
+        refs, ratio = [], []
+        for k in range(relations):
+            ann = random_relation(kind, size, clauses, seed=size * 100 + clauses + 7919 * k)
+            _, p = ann.incidence()
+            us = float(np.bincount(p).max())
+            refs.append(us / (eps * ann.total()))
+            model = LPModel(ann)
+            top = float(model.impact.max(initial=0.0))
+            for m in (*mus, -0.5):
+                params = RecursiveParameters.make(eps, mu=abs(m), theta=2.0 if m < 0 else 1.0)
+                j, _ = find_j(model, params)  # θ = 2 asks "G/2 <= e^{jβ}": no factor 2
+                delta = math.exp(j * params.beta)
+                if m == mus[0]:
+                    ratio.append(delta / us)
+                y = gen.laplace(0.0, params.beta / params.epsilon1, draws)
+                dh = delta * np.exp(params.mu + y)
+                x = np.full(draws, ann.total())
+                low = dh < top  # below the largest impact X can fall under the true answer
+                if low.any():  # X(Δ̂) is concave and piecewise linear: interpolate on a grid
+                    grid = np.geomspace(max(float(dh[low].min()), 1e-6), top, 16)
+                    xs = [x_value(model, float(g), math.inf, params.x_rule)[0] for g in grid]
+                    x[low] = np.interp(dh[low], grid, xs)
+                z = gen.laplace(0.0, 1.0, draws) * dh * (1 + 2 * params.tolerance) / params.epsilon2
+                (half if m < 0 else errs[m]).append(np.abs(x + z - ann.total()) / ann.total())
+        print(
+            f"{kind:>5}{size:9d}{clauses:8d}"
+            + "".join(f"{np.median(np.concatenate(errs[m])):9.3f}" for m in mus)
+            + f"{np.median(refs):8.3f}{np.median(ratio):9.2f}"
+            + f"{np.median(np.concatenate(half)):10.3f}",
+            flush=True,
+        )
 
 
-def figures_8_9(runs: int, sizes: list[int], clause_counts: list[int]) -> None:
-    print(f"\n== Figure 8: |supp R| = 1000, 3-CNF and 3-DNF, eps = 0.5, {runs} runs per cell ==")
+def krelation_cell(
+    kind: str, size: int, clauses: int, runs: int, relations: int, mu: float, eps: float = 0.5
+) -> tuple[float, float, float, int]:
+    """(median relative error over ``relations`` seeded relations x ``runs`` runs, mean first-run
+    seconds, median US~/(ε q), LPs of the first run). The paper: "several different K-relations
+    ... for each we run every mechanism many times", median relative error."""
+    errs, firsts, refs, lps = [], [], [], 0
+    for k in range(relations):
+        ann = random_relation(kind, size, clauses, seed=size * 100 + clauses + 7919 * k)
+        _, p = ann.incidence()
+        us = float(
+            np.bincount(p, minlength=ann.n_participants).max()
+        )  # max #tuples per participant
+        refs.append(us / (eps * ann.total()))
+        params = RecursiveParameters.make(eps, mu=mu)
+        model = LPModel(ann)
+        for r in range(runs):
+            t0 = time.perf_counter()
+            x_hat, _, _, tr = recursive_mechanism(
+                ann, params, fugu.RandomSource(seed=1000 * k + r), model=model
+            )
+            if r == 0:
+                firsts.append(time.perf_counter() - t0)
+                lps = max(lps, tr.n_lps)
+            errs.append(rel_err(x_hat, ann.total()))
+    return float(np.median(errs)), float(np.mean(firsts)), float(np.median(refs)), lps
+
+
+def figures_8_9(
+    runs: int, sizes: list[int], clause_counts: list[int], relations: int, mu: float
+) -> None:
+    print(
+        f"\n== Figure 8: |supp R| = 1000, 3-CNF and 3-DNF, eps = 0.5, mu = {mu}, {relations} "
+        f"relations x {runs} runs per cell =="
+    )
     print(
         f"{'clauses':>8}{'kind':>5}{'fugu err':>10}{'paper err':>10}{'ref US/eq':>10}"
         f"{'paper ref':>10}{'fugu s':>8}{'paper s':>9}{'LPs':>5}"
@@ -333,13 +421,16 @@ def figures_8_9(runs: int, sizes: list[int], clause_counts: list[int]) -> None:
         if c not in clause_counts:
             continue
         for kind in ("cnf", "dnf"):
-            err, secs, ref, lps = krelation_cell(kind, 1000, c, runs)
+            err, secs, ref, lps = krelation_cell(kind, 1000, c, runs, relations, mu)
             print(
                 f"{c:8d}{kind:>5}{err:10.3f}{PAPER_FIG8[kind]['err'][ci]:10.3f}{ref:10.3f}"
                 f"{PAPER_FIG8['ref'][ci]:10.3f}{secs:8.1f}{PAPER_FIG8[kind]['time'][ci]:9.0f}{lps:5d}",
                 flush=True,
             )
-    print(f"\n== Figure 9: 3 clauses, |supp R| = 100..1000, eps = 0.5, {runs} runs per cell ==")
+    print(
+        f"\n== Figure 9: 3 clauses, |supp R| = 100..1000, eps = 0.5, mu = {mu}, {relations} "
+        f"relations x {runs} runs per cell =="
+    )
     print(
         f"{'|supp R|':>8}{'kind':>5}{'fugu err':>10}{'paper err':>10}{'ref US/eq':>10}"
         f"{'paper ref':>10}{'fugu s':>8}{'paper s':>9}{'LPs':>5}"
@@ -348,13 +439,16 @@ def figures_8_9(runs: int, sizes: list[int], clause_counts: list[int]) -> None:
         if size not in sizes:
             continue
         for kind in ("cnf", "dnf"):
-            err, secs, ref, lps = krelation_cell(kind, size, 3, runs)
+            err, secs, ref, lps = krelation_cell(kind, size, 3, runs, relations, mu)
             print(
                 f"{size:8d}{kind:>5}{err:10.3f}{PAPER_FIG9[kind]['err'][si]:10.3f}{ref:10.3f}"
                 f"{PAPER_FIG9['ref'][si]:10.3f}{secs:8.1f}{PAPER_FIG9[kind]['time'][si]:9.1f}{lps:5d}",
                 flush=True,
             )
-    print("(fugu s = first run: LPs included; later runs reuse the relation's LP model)")
+    print(
+        "(fugu s = first run, mean over the relations: LPs included; later runs reuse the "
+        "relation's LP model)"
+    )
 
 
 def main() -> None:
@@ -364,6 +458,11 @@ def main() -> None:
     ap.add_argument("--max-occ", type=int, help="largest number of triangles in the timing part")
     ap.add_argument("--lp-time-limit", type=float, default=300.0)
     ap.add_argument("--parts", default="fig4,real,scaling,fig89")
+    ap.add_argument("--draws", type=int, default=2000, help="(Y, Z) draws per mu (--parts mu)")
+    ap.add_argument("--relations", type=int, default=3, help="random relations per fig89 cell")
+    ap.add_argument(
+        "--mu", type=float, default=0.5, help="mu for fig89 (the paper's setting except node DP)"
+    )
     ap.add_argument("--sizes", default="100,200,300,400,500,600,700,800,900,1000")
     ap.add_argument("--clauses", default="2,4,6,8,10")
     ap.add_argument("--units", default="node,edge", help="Figure 4 units")
@@ -379,11 +478,17 @@ def main() -> None:
         real_graphs(runs, a.lp_time_limit, max_occ)
     if "scaling" in parts:
         scaling(max_occ, a.lp_time_limit)
+    if "mu" in parts:
+        cells = [(k, s, 3) for s in (100, 300, 500, 1000) for k in ("cnf", "dnf")]
+        cells += [(k, 1000, 6) for k in ("cnf", "dnf")]
+        mu_sweep(a.draws, [c for c in cells if not a.quick or c[1] <= 300])
     if "fig89" in parts:
         figures_8_9(
             runs,
             [int(x) for x in a.sizes.split(",")] if not a.quick else [100, 300],
             [int(x) for x in a.clauses.split(",")] if not a.quick else [2, 4],
+            a.relations,
+            a.mu,
         )
     print(f"\ntotal bench time {time.perf_counter() - t0:.0f} s")
 

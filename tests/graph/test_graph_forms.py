@@ -175,3 +175,21 @@ def test_random_plans_same_form_and_phi_for_every_neighbour(tables, plan, max_cl
         a, b = _phi(nb, f), _phi(withdrawn, f)
         assert a.keys() == b.keys()
         assert all(abs(a[t] - b[t]) < 1e-12 for t in a), (p, a, b)
+
+
+def test_answer_default_mu_is_the_papers_general_setting_and_recorded() -> None:
+    """answer() uses μ = 0.5 (the paper's setting outside node privacy; measured on Figs. 8-9 in
+    bench_graph.py --parts mu) and records μ and the form in the guarantee."""
+    trips = KRelation.from_records(
+        [{"who": w, "km": float(i)} for i, w in enumerate("abcab")], owners="who"
+    )
+    rel = fugu.graph.answer(trips, "km", 1.0, rng=fugu.RandomSource(seed=0))
+    params = rel.guarantee.parameters
+    assert params["mu"] == 0.5
+    assert (params["annotation form"], params["public clause bound"]) == ("dnf", 1)
+    assert (
+        fugu.graph.answer(
+            trips, "km", 1.0, mu=1.0, rng=fugu.RandomSource(seed=0)
+        ).guarantee.parameters["mu"]
+        == 1.0
+    )  # noqa: E501
