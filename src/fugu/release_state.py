@@ -147,8 +147,9 @@ class Array(StateField):
         elif self.shape == "domain" and domain is not None:
             want = tuple(domain.shape)
         if want is not None and shape != want:
-            what = "one number" if self.scalar else "the domain"
-            raise _problem(f"array {self.key!r} has shape {shape}, {what} needs {want}")
+            if self.scalar:
+                raise _problem(f"array {self.key!r} must hold one value, got shape {shape}")
+            raise _problem(f"array {self.key!r} has shape {shape}, the domain needs {want}")
 
     def load(
         self, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], domain: Domain | None

@@ -110,7 +110,7 @@ def _refused(path: Path, *words: str) -> None:
         ("ldp-pairs", lambda h, a: a.update(a_m0_1=np.zeros(4)), ["dimension"]),
         ("cube", lambda h, a: a.update(a_other=np.zeros(2)), ["unexpected array(s) ['other']"]),
         ("cube", lambda h, a: a.update(a_estimate=np.full((4, 3), "x")), ["not numbers"]),
-        ("graph-count", lambda h, a: a.update(a_value=np.zeros(2)), ["one number"]),
+        ("graph-count", lambda h, a: a.update(a_value=np.zeros(2)), ["one value"]),
         ("graph-count", lambda h, a: h.update(domain={"attributes": [
             {"kind": "ordinal", "name": "a", "low": 0, "high": 3}]}), ["has no domain"]),
         ("blowfish-cumulative", lambda h, a: h["meta"].update(structure={"k": 1}), ["structure"]),
