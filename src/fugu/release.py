@@ -214,7 +214,8 @@ def _jsonable(x: Any) -> Any:
 
 
 class Release:
-    """Base class of every release. Subclasses implement ``_answer_bounds`` and the state hooks.
+    """Base class of every release. Subclasses implement ``_answer_bounds`` and declare
+    ``_state_fields`` (what their file holds; see :mod:`fugu.release_state`).
 
     Every release can ``answer`` one :class:`~fugu.RangeQuery`, ``answer_many`` a workload,
     report its ``guarantee``, and ``save``/``load`` itself.
