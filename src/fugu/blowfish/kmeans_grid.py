@@ -188,8 +188,8 @@ def secret_graph(policy: Any, grid: KMeansGrid) -> SecretGraph:
 
 
 def _policy_id(policy: Any, grid: KMeansGrid, graph: SecretGraph) -> str | None:
-    """The policy identifier an accountant is charged under: ``Policy.name`` (description plus
-    a digest, as every Blowfish mechanism uses) for a policy or policy string; the secret
+    """The policy identifier an accountant is charged under: ``Policy.identifier`` (the
+    canonical name every Blowfish mechanism uses) for a policy or policy string; the secret
     graph's label for a bare :class:`SecretGraph`; None for ε-DP (``policy=None``)."""
     if policy is None:
         return None
@@ -199,7 +199,7 @@ def _policy_id(policy: Any, grid: KMeansGrid, graph: SecretGraph) -> str | None:
         from .policy import Policy
 
         policy = Policy.parse(policy, grid.domain)
-    return str(getattr(policy, "name", graph.label))
+    return str(getattr(policy, "identifier", graph.label))
 
 
 def _from_policy(policy: Any, grid: KMeansGrid) -> SecretGraph:
