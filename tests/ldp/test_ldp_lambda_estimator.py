@@ -1,14 +1,21 @@
-"""Issue 15.3: the λ-D estimator default ("auto") against "full" and "in-in".
+"""Issue 15.3: the λ-D estimator default ("auto") against "full" and "in-in", for HDG and TDG.
 
-"auto" averages the two with a weight on "full" that depends only on the predicted noise of
-one 2-D cell (public: ε and group sizes). No rule of public numbers is never worse than the
-better of the two: which one wins depends on the data (independent Gaussian data at ε = 1
-prefer "full" by 1.7×, heavy-tailed Laplace data prefer "in-in" by 1.2–1.4×). Measured on the
-docs' grid (n = 2·10^5 and 10^6, 24 cells each) the rule's worst cell is 1.25× the better
-estimator (the threshold rule it replaced: 1.74×). Statistical test: on a seeded grid of
-Gaussian and Laplace data, ε and λ, the default's MAE is within 30 % of the better estimator
-in every cell and within 10 % on average (answers from the same release, so only the
-estimator differs; fixed seeds, so the test is deterministic).
+"auto" averages the two with a weight on "full" that depends only on the predicted noise of one
+2-D cell (public: ε and the group sizes) and on the method, with thresholds per method
+(``AUTO_NOISE``): TDG's only 1-D information is its coarse 2-D grids' margins, so "full" (which
+fits them) needs far less noise before it wins. Rules that also read the released grids (the
+disagreement of the two estimates) were measured too and did no better out of sample.
+
+Statistical test (deterministic: fixed data, query and noise seeds): on a seeded grid (HDG and
+TDG × correlated Gaussian ρ = 0, 0.5 and Laplace data × ε = 0.5, 1, 2, 4 × λ = 3, 4; n = 6·10^4,
+d = 4, c = 32; two releases and 60 queries per cell, answers from the same releases so only the
+estimator differs), the default's MAE is within ``CELL_BOUND`` of the better estimator in every
+cell and within ``MEAN_BOUND`` on average per method. Measured: HDG worst 1.21 (Laplace, ε = 4,
+λ = 3, where "in-in" wins and the rule gives all weight to "full"), mean 1.01; TDG worst 1.07,
+mean 1.01. Seed-to-seed, one cell's ratio moves by about ±0.05 (two releases of 60 queries),
+so the bounds sit one such step above the measured worst cell. The test fails with the old
+code: the flat start of the response matrices gave 1.30 in the Laplace ε = 4 cell (then a
+strict xfail), and the old single rule gives TDG 4.6× at ε = 2 (checked below).
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ import numpy as np
 import pytest
 
 import fugu
-from fugu.ldp import HDG
+from fugu.ldp import HDG, TDG
 from fugu.ldp.grids import auto_weight
 
 N, D, C = 60_000, 4, 32
+CELL_BOUND, MEAN_BOUND = 1.25, 1.03
+OLD_RULE = (0.035, 0.008)  # the single rule before this change (both methods)
 
 
 def _truth(codes: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -33,69 +42,97 @@ def _truth(codes: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def _setup(gen: str, rho: float | None, eps: float) -> tuple:  # type: ignore[type-arg]
+def _setup(method: str, gen: str, rho: float | None, eps: float) -> tuple:  # type: ignore[type-arg]
     dom = fugu.datasets.synthetic_domain(D, C)
     kw = {"rho": rho} if rho is not None else {}
     cols = getattr(fugu.datasets, f"correlated_{gen}")(N, D, C, seed=11, **kw)
     codes = np.stack([cols[a] for a in dom.names], 1)
-    rels = tuple(HDG(dom, eps).simulate(codes, rng=fugu.RandomSource(seed=s)) for s in (1, 2))
+    cls = HDG if method == "hdg" else TDG
+    rels = tuple(cls(dom, eps).simulate(codes, rng=fugu.RandomSource(seed=s)) for s in (1, 2))
     return dom, codes, rels
 
 
-def _maes(gen: str, rho: float | None, eps: float, lam: int) -> dict[str, float]:
-    dom, codes, rels = _setup(gen, rho, eps)
+def _answers(method: str, gen: str, rho: float | None, eps: float, lam: int) -> tuple:  # type: ignore[type-arg]
+    """Per release: (auto, full, in-in) answers, the truth, and the release's noise."""
+    dom, codes, rels = _setup(method, gen, rho, eps)
     b = fugu.queries.random_workload(dom, 60, n_predicates=lam, volume=0.5, seed=lam).bounds(dom)
     t = _truth(codes, b)
-    out: dict[str, float] = {"auto": 0.0, "full": 0.0, "in-in": 0.0}
+    out = []
     for rel in rels:
         assert rel.estimator == "auto"
-        for est in out:
-            r = rel.with_estimator(est)
-            out[est] += float(np.mean(np.abs(r._answer_bounds(b) - t))) / N / len(rels)
-    return out
+        ans = {e: rel.with_estimator(e)._answer_bounds(b) for e in ("auto", "full", "in-in")}
+        out.append((ans, t, rel.cell_noise))
+    return tuple(out)
+
+
+def _mae(runs: tuple, combine) -> float:  # type: ignore[no-untyped-def,type-arg]
+    return float(np.mean([np.mean(np.abs(combine(a, noise) - t)) for a, t, noise in runs])) / N
 
 
 CELLS = [
-    (gen, rho, eps, lam)
+    (method, gen, rho, eps, lam)
+    for method in ("hdg", "tdg")
     for gen, rho in (("gaussian", 0.0), ("gaussian", 0.5), ("laplace", None))
-    for eps in (0.5, 1.0, 2.0)  # the docs' and the paper's range of ε (0.2 is slow here)
+    for eps in (0.5, 1.0, 2.0, 4.0)
     for lam in (3, 4)
 ]
-RATIOS: list[float] = []
+RATIOS: dict[str, list[float]] = {"hdg": [], "tdg": []}
 
 
-@pytest.mark.parametrize(("gen", "rho", "eps", "lam"), CELLS)
-def test_auto_never_much_worse_than_either(gen: str, rho: float, eps: float, lam: int) -> None:
-    m = _maes(gen, rho, eps, lam)
-    ratio = m["auto"] / min(m["full"], m["in-in"])
-    RATIOS.append(ratio)
-    assert ratio <= 1.30, m
+def _ratio(cell: tuple, combine) -> float:  # type: ignore[no-untyped-def,type-arg]
+    runs = _answers(*cell)
+    better = min(_mae(runs, lambda a, s: a["full"]), _mae(runs, lambda a, s: a["in-in"]))
+    return _mae(runs, combine) / better
 
 
-@pytest.mark.xfail(reason="known gap: heavy-tailed data at large eps prefer 'in-in'", strict=True)
-def test_auto_heavy_tailed_large_eps_gap() -> None:
-    m = _maes("laplace", None, 4.0, 3)  # "auto" gives all weight to "full" here: 1.30x
-    assert m["auto"] <= 1.10 * min(m["full"], m["in-in"]), m
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "gen", "rho", "eps", "lam"), CELLS)
+def test_auto_never_much_worse_than_either(
+    method: str, gen: str, rho: float | None, eps: float, lam: int
+) -> None:
+    ratio = _ratio((method, gen, rho, eps, lam), lambda a, s: a["auto"])
+    RATIOS[method].append(ratio)
+    assert ratio <= CELL_BOUND, (method, gen, rho, eps, lam, ratio)
 
 
-def test_auto_mean_ratio() -> None:
-    if len(RATIOS) < len(CELLS):
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["hdg", "tdg"])
+def test_auto_mean_ratio(method: str) -> None:
+    if len(RATIOS[method]) < len(CELLS) // 2:
         pytest.skip("needs the grid above in the same run")
-    assert float(np.mean(RATIOS)) <= 1.10, RATIOS
+    assert float(np.mean(RATIOS[method])) <= MEAN_BOUND, RATIOS[method]
+
+
+@pytest.mark.slow
+def test_old_single_rule_fails_the_bound_on_tdg() -> None:
+    """The test can fail: the rule before this change (one threshold pair for both methods)
+    leaves TDG at ε = 2 on "full", about 3–5× the error of "in-in"."""
+    hi, lo = OLD_RULE
+
+    def old(a, noise):  # type: ignore[no-untyped-def]
+        w = min(1.0, max(0.0, np.log(hi / noise) / np.log(hi / lo)))
+        return w * a["full"] + (1 - w) * a["in-in"]
+
+    worst = max(_ratio(("tdg", "gaussian", 0.0, 2.0, lam), old) for lam in (3, 4))
+    assert worst > 2 * CELL_BOUND, worst
 
 
 def test_auto_rule_uses_public_noise_only() -> None:
     dom = fugu.datasets.synthetic_domain(3, 16)
     data = fugu.datasets.correlated_gaussian(20_000, 3, 16, seed=1)
     other = fugu.datasets.correlated_laplace(20_000, 3, 16, seed=2)
-    for eps, want in ((0.5, 0.0), (6.0, 1.0)):
-        rel = HDG(dom, eps).simulate(data, rng=fugu.RandomSource(seed=1))
-        rel2 = HDG(dom, eps).simulate(other, rng=fugu.RandomSource(seed=3))
-        assert rel.cell_noise == pytest.approx(rel2.cell_noise)  # data do not enter
-        assert rel.full_weight == rel2.full_weight == want
-        assert rel.full_weight == auto_weight(rel.cell_noise)
-        assert f"weight {want:.2f} on 'full'" in " ".join(rel.guarantee.post_processing)
-        assert rel.with_estimator("full").full_weight == 1.0
-        assert rel.with_estimator("in-in").full_weight == 0.0
-    ws = [auto_weight(s) for s in np.geomspace(0.1, 0.001, 30)]
-    assert ws[0] == 0.0 and ws[-1] == 1.0 and bool(np.all(np.diff(ws) >= 0))
+    for cls in (HDG, TDG):
+        for eps, want in ((0.2, 0.0), (8.0, 1.0)):
+            rel = cls(dom, eps).simulate(data, rng=fugu.RandomSource(seed=1))
+            rel2 = cls(dom, eps).simulate(other, rng=fugu.RandomSource(seed=3))
+            assert rel.cell_noise == pytest.approx(rel2.cell_noise)  # data do not enter
+            assert rel.full_weight == rel2.full_weight == want
+            assert rel.full_weight == auto_weight(rel.cell_noise, cls.name)
+            assert f"weight {want:.2f} on 'full'" in " ".join(rel.guarantee.post_processing)
+            assert rel.with_estimator("full").full_weight == 1.0
+            assert rel.with_estimator("in-in").full_weight == 0.0
+    for method in ("hdg", "tdg"):
+        ws = [auto_weight(s, method) for s in np.geomspace(0.1, 0.001, 30)]
+        assert ws[0] == 0.0 and ws[-1] == 1.0 and bool(np.all(np.diff(ws) >= 0))
+    # TDG switches to "full" only at a much lower noise than HDG
+    assert auto_weight(0.006, "tdg") < 0.5 < auto_weight(0.006, "hdg")

@@ -27,10 +27,13 @@ Where fugu departs from the authors' code (privmdr; spec §7), and why:
   1/n) instead of running a fixed 100 rounds: same MAE to five decimals, about 10× faster.
 * λ-D estimator: all four in/out cells of each pair (``estimator="full"``) or the code's
   (in, in)-only rule (which the paper's Q(q)^{(j,k)} describes, ``"in-in"``); the default
-  ``"auto"`` picks "in-in" when the grids' predicted noise is high (issue 15).
+  ``"auto"`` leans to "in-in" when the grids' predicted noise is high, with thresholds per
+  method (issue 15).
 * Cut cells: split by monotone cubic interpolation of the 1-D cumulative counts
   (``interpolation="pchip"``) instead of the paper's uniformity assumption, which biases every
-  answer around a mode low (TDG gets a response matrix too).
+  answer around a mode low (TDG gets a response matrix too); the response matrix's fit starts
+  from a smooth surface through the 2-D grid (:func:`~fugu.ldp.grid_matrices.smooth_start`)
+  instead of a flat one, so a box keeps some of the pair's dependence inside it.
 * Domain sizes need not be powers of two; λ = 1 queries are answered (the code crashes);
   users are assigned to groups by a balanced public random permutation.
 """
@@ -139,13 +142,13 @@ class GridProtocol(LDPProtocol):
         attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does;
         ``"auto"`` (default) averages the two with a weight on "full" that falls from 1 to 0
         (linear in the logarithm) as the predicted noise of one 2-D cell (standard deviation
-        from ε and the group sizes, public) rises from 0.8 % to 3.5 % of n
-        (:func:`auto_weight`). With
-        exact 2-D answers "full" is 5× more accurate, but it multiplies the noisy grids' bias
-        (Norm-Sub, coarse cells) through the pair tables, and "in-in" (whose fit leans on its
-        uniform start) loses less of it when the grids are noisy. The choice depends only on
-        public numbers; it does not always pick the better one (``docs/ldp_grids.md`` has the
-        measured table: heavy-tailed data at ε ≥ 1 would prefer "in-in").
+        from ε and the group sizes, public) rises from 0.5 % to 5 % of n for HDG, from 0.25 %
+        to 0.7 % for TDG (:func:`auto_weight`). With exact 2-D answers "full" is 5× more
+        accurate, but it multiplies the noisy grids' bias (Norm-Sub, coarse cells; TDG's coarse
+        margins) through the pair tables, and "in-in" loses less of it. The choice depends only
+        on public numbers and does not always pick the better one (``docs/ldp_grids.md`` has the
+        measured table; rules that also read the released grids were measured and did no
+        better out of sample).
     interpolation : how a cut cell is split between the query and the rest. ``"pchip"``
         (default): the 1-D grids (TDG: the 2-D grids' consistent margins) are spread over their
         values by the monotone cubic interpolant of their cumulative counts
@@ -582,8 +585,8 @@ class GridProtocol(LDPProtocol):
             sd = [v for v in sd if v < 1e15]
             noise = float(np.mean(sd)) / float(n) if sd and n > 0 else math.inf
             est_txt += (
-                f" (weight {auto_weight(noise):.2f} on 'full', the rest on 'in-in': predicted "
-                f"noise of a 2-D cell {noise:.4f} n)"
+                f" (weight {auto_weight(noise, self.name):.2f} on 'full', the rest on 'in-in': "
+                f"predicted noise of a 2-D cell {noise:.4f} n)"
             )
         steps += (est_txt,)
         params = dict(guarantee.parameters)
