@@ -1,5 +1,6 @@
 """Central ε-DP data cubes for range-count queries."""
 
+from .hattree import HatTreeRelease, hat_tree
 from .hierarchical import HierarchicalRelease, hierarchical, qardaji_branching
 from .laplace import laplace
 from .privelet import PriveletRelease, choose_plain, privelet
@@ -10,6 +11,8 @@ __all__ = [
     "hierarchical",
     "HierarchicalRelease",
     "qardaji_branching",
+    "hat_tree",
+    "HatTreeRelease",
     "privelet",
     "PriveletRelease",
     "choose_plain",
