@@ -16,10 +16,16 @@ Two parts (run ``python bench/bench_hdg.py``; ``--quick`` for a small run; ``--p
   peers' interpreter ``/work/peers-venv`` from a checkout given by ``--peer-src`` or
   ``$PRIVMDR_SRC``, default ``/work/peers-src/privmdr``; skipped with a message when absent) on
   the same data, the same ε and the same 100 random queries per λ (λ = 2, 3, 4; λ = 1 crashes
-  the authors' code), correlated Gaussian data (d = 6, c = 64, ρ = 0.5), ε ∈ {0.2, 0.5, 1, 2}.
-  The authors' answers are cached in ``--peer-cache`` (JSON) so fugu can be re-run alone.
-  Printed: MAE per (method, ε, λ) for the authors' code, fugu's default and fugu with the
-  paper's rules (``interpolation="uniform"``, ``estimator="in-in"``), and fugu / authors.
+  the authors' code), correlated Gaussian (``--data laplace``: Laplace) data (d = 6, c = 64,
+  ρ = 0.5), ε ∈ {0.2, 0.5, 1, 2} (``--eps`` to choose). The authors' answers are cached in
+  ``--peer-cache`` (JSON) so fugu can be re-run alone. Printed: MAE per (method, ε, λ) for the
+  authors' code, fugu's default ("auto") and each λ-D estimator ("full", "in-in") answering
+  from the same releases, fugu with the paper's rules (``interpolation="uniform"``,
+  ``estimator="in-in"``), fugu / authors and the default / the better estimator.
+* ``estimators`` — the λ-D estimators "full", "in-in" and the default "auto" side by side
+  (issue 15.3), TDG and HDG, correlated Gaussian (ρ = 0.5 and 0) and Laplace data, n = 10^6,
+  d = 6, c = 64, ε ∈ {0.2, 0.5, 1, 2}, λ = 3, 4, answers from the same releases; prints
+  auto / the better estimator per cell and the worst and mean ratio per method.
 * ``file`` — HDG aggregation of the same OUE reports in memory and from a Parquet report file
   (numpy and DuckDB engines), with the ratio file / in memory (issue 16 item 4: target ≤ 2).
   Bit-vector columns cross the engine boundary as one buffer (``(n, w)`` uint8 view of the
@@ -273,7 +279,10 @@ for run in cfg["runs"]:
 """
 
 
-def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> None:
+def run_peers(
+    quick: bool, n: int | None, src: str, cache: str, seeds: int, data: str = "gaussian",
+    epsilons: list[float] | None = None,
+) -> None:  # fmt: skip
     """fugu TDG/HDG vs the authors' code (see the module docstring)."""
     import json
     import os
@@ -284,10 +293,11 @@ def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> N
 
     n = n or (100_000 if quick else 1_000_000)
     d, c = 6, 64
-    epsilons = [0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0]
+    epsilons = epsilons or ([0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0])
     lams = [2, 3, 4]
     dom = synthetic_domain(d, c)
-    cols = correlated_gaussian(n, d, c, seed=2026)
+    gen = correlated_laplace if data == "laplace" else correlated_gaussian
+    cols = gen(n, d, c, seed=2026)
     codes = np.stack([cols[a] for a in dom.names], 1)
     work = {
         lam: fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
@@ -303,7 +313,7 @@ def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> N
     ]
     peer: dict[str, Any] = {}
     cache_path = Path(cache) if cache else None
-    key_tag = f"n={n}"
+    key_tag = f"n={n}" if data == "gaussian" else f"n={n}|{data}"
     if cache_path and cache_path.exists():
         peer = json.loads(cache_path.read_text()).get(key_tag, {})
     todo = [r for r in runs if f"{r['algo']}|{r['epsilon']!r}|{r['seed']}" not in peer]
@@ -334,10 +344,11 @@ def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> N
             allc = json.loads(cache_path.read_text()) if cache_path.exists() else {}
             allc[key_tag] = peer
             cache_path.write_text(json.dumps(allc))
-    print(f"\n# fugu vs the authors' code (privmdr), correlated Gaussian rho = 0.5, n = {n:,},")
+    print(f"\n# fugu vs the authors' code (privmdr), correlated {data} rho = 0.5, n = {n:,},")
     print(f"# d = {d}, c = {c}, 100 queries per lambda (omega = 0.5), MAE averaged over "
-          f"{seeds} seed(s) each")  # fmt: skip
-    print(f"{'method':>6} {'eps':>4} {'lam':>3} {'authors':>8} {'fugu':>8} {'fugu/auth±se':>11}"
+          f"{seeds} seed(s) each; fugu's estimators answer from the same releases")  # fmt: skip
+    print(f"{'method':>6} {'eps':>4} {'lam':>3} {'authors':>8} {'auto':>8} {'full':>8}"
+          f" {'in-in':>8} {'auto/auth±se':>12} {'best/auth':>9} {'auto/best':>9}"
           f" {'paper-rules':>11} {'paper/auth':>10}  g1/g2 authors, fugu")  # fmt: skip
     for algo in ("TDG", "HDG"):
         cls = getattr(ldp, algo)
@@ -355,33 +366,96 @@ def run_peers(quick: bool, n: int | None, src: str, cache: str, seeds: int) -> N
                 cls(dom, eps, **rules).simulate(codes, rng=fugu.RandomSource(seed=100 + s))
                 for s in range(1, seeds + 1)
             ]
-            f_err = np.array([np.abs(r._answer_bounds(bounds) - truth) / n for r in rel])
+            errs = {
+                e: np.array(
+                    [np.abs(r.with_estimator(e)._answer_bounds(bounds) - truth) / n for r in rel]
+                )
+                for e in ("auto", "full", "in-in")
+            }
             p_err = np.array([np.abs(r._answer_bounds(bounds) - truth) / n for r in paper])
             info = peer[f"{algo}|{eps!r}|1"]
             gp = rel[0].guarantee.parameters
             for i, lam in enumerate(lams):
                 sl = slice(100 * i, 100 * (i + 1))
                 # per-run MAEs; the ratio's standard error by the delta method
-                a_r, f_r, p_r = (x[:, sl].mean(axis=1) for x in (a_err, f_err, p_err))
-                a, f, pp = a_r.mean(), f_r.mean(), p_r.mean()
+                a_r, p_r = (x[:, sl].mean(axis=1) for x in (a_err, p_err))
+                m = {e: x[:, sl].mean(axis=1).mean() for e, x in errs.items()}
+                f_r = errs["auto"][:, sl].mean(axis=1)
+                a, f, pp = a_r.mean(), m["auto"], p_r.mean()
+                best = min(m["full"], m["in-in"])
 
                 def se(x: np.ndarray) -> float:
                     return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
 
                 rse = (f / a) * math.sqrt((se(f_r) / f) ** 2 + (se(a_r) / a) ** 2)
-                print(f"{algo:>6} {eps:4.1f} {lam:3d} {a:8.4f} {f:8.4f} {f / a:6.2f}±{rse:4.2f}"
-                      f" {pp:11.4f} {pp / a:10.2f}  {info['g1']}/{info['g2']}, "
+                print(f"{algo:>6} {eps:4.1f} {lam:3d} {a:8.4f} {f:8.4f} {m['full']:8.4f}"
+                      f" {m['in-in']:8.4f} {f / a:7.2f}±{rse:4.2f} {best / a:9.2f}"
+                      f" {f / best:9.2f} {pp:11.4f} {pp / a:10.2f}  {info['g1']}/{info['g2']}, "
                       f"{(gp.get('g1') or ['-'])[0]}/{gp['g2'][0]}")  # fmt: skip
+
+
+def run_estimators(quick: bool, n: int | None, seeds: int) -> None:
+    """The λ-D estimators side by side (issue 15.3): "full", "in-in" and the default "auto"
+    answering from the same releases, per (method, data, ε, λ), with auto / the better one."""
+    n = n or (200_000 if quick else 1_000_000)
+    d, c = 6, 64
+    epsilons = [0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0]
+    dom = synthetic_domain(d, c)
+    work = {
+        lam: fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
+        for lam in (3, 4)
+    }
+    print(f"\n# lambda-D estimators, n = {n:,}, d = {d}, c = {c}, 100 queries per lambda "
+          f"(omega = 0.5), MAE / n over {seeds} release(s), the same for all three")  # fmt: skip
+    print(f"{'method':>6} {'data':>14} {'eps':>4} {'lam':>3} {'full':>8} {'in-in':>8} "
+          f"{'auto':>8} {'w_full':>6} {'auto/better':>11}")  # fmt: skip
+    ratios: dict[str, list[float]] = {}
+    for data, gen, kw in (
+        ("gaussian 0.5", correlated_gaussian, {"rho": 0.5}),
+        ("gaussian 0", correlated_gaussian, {"rho": 0.0}),
+        ("laplace 0.5", correlated_laplace, {}),
+    ):
+        cols = gen(n, d, c, seed=2026, **kw)
+        codes = np.stack([cols[a] for a in dom.names], 1)
+        truth = {lam: true_answers(codes, w.bounds(dom)) for lam, w in work.items()}
+        for method in ("HDG", "TDG"):
+            cls = getattr(ldp, method)
+            for eps in epsilons:
+                rels = [
+                    cls(dom, eps).simulate(codes, rng=fugu.RandomSource(seed=7 + s))
+                    for s in range(seeds)
+                ]
+                for lam, w in work.items():
+                    b = w.bounds(dom)
+                    m = {
+                        e: float(np.mean([np.mean(np.abs(
+                            r.with_estimator(e)._answer_bounds(b) - truth[lam])) for r in rels]))
+                        / n
+                        for e in ("full", "in-in", "auto")
+                    }  # fmt: skip
+                    ratio = m["auto"] / min(m["full"], m["in-in"])
+                    ratios.setdefault(method, []).append(ratio)
+                    print(f"{method:>6} {data:>14} {eps:4.1f} {lam:3d} {m['full']:8.4f}"
+                          f" {m['in-in']:8.4f} {m['auto']:8.4f} {rels[0].full_weight:6.2f}"
+                          f" {ratio:11.2f}")  # fmt: skip
+    for method, r in ratios.items():
+        print(f"# {method}: auto / better estimator worst {max(r):.2f}, mean {np.mean(r):.3f}, "
+              f"better than both in {sum(x < 1 for x in r)} of {len(r)} cells")  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
-    ap.add_argument("--part", choices=["all", "mae", "time", "file", "peers"], default="all")
+    ap.add_argument(
+        "--part", choices=["all", "mae", "time", "file", "peers", "estimators"], default="all"
+    )
     ap.add_argument("--peer-src", default=os.environ.get("PRIVMDR_SRC", "/work/peers-src/privmdr"))
     ap.add_argument("--peer-cache", default="", help="JSON file caching the authors' answers")
     ap.add_argument("--seeds", type=int, default=2, help="runs per method and eps (peers)")
     ap.add_argument("--n", type=int, default=None, help="reports for the 'file' part")
+    ap.add_argument("--data", choices=["gaussian", "laplace"], default="gaussian",
+                    help="data of the peers part (correlated, rho = 0.5)")  # fmt: skip
+    ap.add_argument("--eps", default="", help="comma-separated epsilons of the peers part")
     args = ap.parse_args()
     if args.part in ("all", "file"):
         run_file(args.quick, n=args.n)
@@ -389,8 +463,11 @@ def main() -> None:
         run_time(args.quick)
     if args.part in ("all", "mae"):
         run_mae(args.quick)
+    if args.part in ("all", "estimators"):
+        run_estimators(args.quick, args.n, args.seeds)
     if args.part in ("all", "peers"):
-        run_peers(args.quick, args.n, args.peer_src, args.peer_cache, args.seeds)
+        eps = [float(e) for e in args.eps.split(",")] if args.eps else None
+        run_peers(args.quick, args.n, args.peer_src, args.peer_cache, args.seeds, args.data, eps)
 
 
 if __name__ == "__main__":

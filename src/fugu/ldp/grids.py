@@ -10,8 +10,9 @@ docstrings for the privacy statement. What they share is split by the question a
 * :mod:`fugu.ldp.grid_oue` — the default frequency oracle, grouped OUE, vectorised.
 * this module — :class:`GridProtocol`: the client/server shape of :mod:`fugu.ldp.protocol`
   with one user group per grid, every user reporting the cell of her record in her group's grid
-  through a :class:`~fugu.ldp.oracles.GroupedOracle`; then Phase 2 (consistency between the
-  grids, response matrices) in :meth:`GridProtocol.release_from_grids`.
+  through a :class:`~fugu.ldp.oracles.GroupedOracle`.
+* :mod:`fugu.ldp.grid_phase2` — Phase 2 (consistency between the grids, response matrices):
+  :func:`release_from_grids`, behind :meth:`GridProtocol.release_from_grids`.
 * :mod:`fugu.ldp.grid_matrices` — the response matrices Phase 2 builds for cut cells.
 * :mod:`fugu.ldp.grid_release` — :class:`GridRelease`, Phase 3: answers λ-D range queries for
   any λ (see its docstring).
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -54,9 +54,6 @@ from ..errors import InvalidParameterError, ReportError, check_positive_int
 from ..inference.ldp_post import (
     INTERPOLATIONS,
     GridEstimate,
-    cell_values,
-    consistent_grids,
-    response_matrix,
 )
 from ..noise import RandomSource
 from ..release import Guarantee, Release
@@ -70,14 +67,8 @@ from .grid_layout import (
     n_groups,
     round_granularity,
 )
-from .grid_matrices import (
-    _pair_margins,
-    _product_matrix,
-    _rescale_blocks,
-    _spread,
-    fitted_matrix,
-)
 from .grid_oue import bernoulli_bytes, oue_grouped_perturb, oue_grouped_support
+from .grid_phase2 import release_from_grids
 from .grid_release import (
     AUTO_NOISE,
     ESTIMATORS,
@@ -106,11 +97,11 @@ __all__ = [
     "n_groups",
     "oue_grouped_perturb",
     "oue_grouped_support",
+    "release_from_grids",
 ]
 
 ORACLES = ("adaptive", "oue", "olh", "grr")
 NORMALISATIONS = ("norm", "norm-sub")
-_MAX_MATRIX_CELLS = 1 << 24  # response matrix c_x * c_y limit (128 MiB of float64)
 
 
 # ----------------------------------------------------------------------------- protocol
@@ -500,122 +491,12 @@ class GridProtocol(LDPProtocol):
     ) -> GridRelease:
         """Phases 2 and 3 on estimated grids (one per group, in :attr:`groups` order).
 
-        The server side after the frequency oracles; public so experiments can feed other grids
-        (e.g. exact counts, to separate the noise from the estimation error). It only
+        The server side after the frequency oracles
+        (:func:`fugu.ldp.grid_phase2.release_from_grids`); public so experiments can feed other
+        grids (e.g. exact counts, to separate the noise from the estimation error). It only
         post-processes its input: the release is as private as the grids and ``guarantee`` given.
         """
-        names = self.domain.names
-        unbiased = None
-        if self.normalisation == "norm":
-            # Phase 2 without clipping: shift each grid to n, then consistency (linear, so the
-            # counts stay unbiased); the Norm-Sub'd copy only shapes the response matrices.
-            unbiased, _ = consistent_grids(
-                grids, float(n), max_iter=self.max_iter, tol=self.tol, method="norm"
-            )
-            grids = unbiased
-        post, rounds = consistent_grids(grids, float(n), max_iter=self.max_iter, tol=self.tol)
-        matrices: dict[tuple[str, str], NDArray[np.float64]] = {}
-        sweeps = 0
-        one = {g.attributes[0]: g for g in post if len(g.attributes) == 1}
-        if not self.hybrid and self.interpolation != "uniform":
-            one = _pair_margins(post)
-        if unbiased is not None:
-            one_u = {g.attributes[0]: g for g in unbiased if len(g.attributes) == 1}
-            if not self.hybrid:
-                one_u = _pair_margins(unbiased)
-            for g in unbiased:
-                if len(g.attributes) != 2:
-                    continue
-                x, y = g.attributes
-                if self.sizes[names.index(x)] * self.sizes[names.index(y)] > _MAX_MATRIX_CELLS:
-                    continue  # uniform guess inside cut cells for this pair
-                vx = _spread(one_u[x].edges[0], one_u[x].counts, self.interpolation)
-                vy = _spread(one_u[y].edges[0], one_u[y].counts, self.interpolation)
-                matrices[(str(x), str(y))] = _product_matrix(g.edges, g.counts, vx, vy)
-        elif one:
-            for g in post:
-                if len(g.attributes) != 2:
-                    continue
-                x, y = g.attributes
-                cells = self.sizes[names.index(x)] * self.sizes[names.index(y)]
-                if cells > _MAX_MATRIX_CELLS:
-                    if not self.hybrid:
-                        continue  # TDG falls back to the uniform guess for this pair
-                    raise InvalidParameterError(
-                        f"HDG's response matrix for ({x}, {y}) would have {cells:,} cells; "
-                        f"coarsen the attributes (fewer values) to at most {_MAX_MATRIX_CELLS:,}"
-                    )
-                if self.interpolation == "uniform":  # the paper's rule: flat start, cell by cell
-                    m, s = response_matrix(
-                        g, float(n), one[x], one[y], max_iter=self.max_iter, tol=self.tol,
-                        interpolation="uniform",
-                    )  # fmt: skip
-                else:  # smooth start, value by value (issue 15.3)
-                    vx = cell_values(one[x].edges[0], one[x].counts, method=self.interpolation)
-                    vy = cell_values(one[y].edges[0], one[y].counts, method=self.interpolation)
-                    m, s = fitted_matrix(g, float(n), vx, vy, max_iter=self.max_iter, tol=self.tol)
-                if unbiased is not None:  # block sums = the unbiased counts
-                    m = _rescale_blocks(m, g.edges, unbiased[post.index(g)].counts)
-                matrices[(str(x), str(y))] = m
-                sweeps = max(sweeps, s)
-        steps: tuple[str, ...] = (
-            f"Norm-Sub and inverse-variance consistency across grids ({rounds} rounds, "
-            "ending with Norm-Sub)",
-        )
-        if unbiased is not None:
-            steps = (
-                "grids shifted to sum to n and made consistent by inverse-variance weighting "
-                "(linear: the released counts stay unbiased and may be negative); a Norm-Sub'd "
-                f"copy ({rounds} rounds of Norm-Sub and consistency) shapes cut cells only",
-            )
-        if self.hybrid:
-            steps += (
-                f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps), 1-D grids "
-                f"spread over their values by {self.interpolation!r} interpolation",
-            )
-        elif matrices:
-            steps += (
-                "cut cells answered by a response matrix fitted to the 2-D grid and its margins "
-                f"spread over their values by {self.interpolation!r} interpolation "
-                f"({sweeps} sweeps)",
-            )
-        est_txt = f"lambda-D answers by weighted update, estimator {self.estimator!r}"
-        if self.estimator == "auto":
-            sd = [math.sqrt(g.variance) for g in grids if len(g.attributes) == 2]
-            sd = [v for v in sd if v < 1e15]
-            noise = float(np.mean(sd)) / float(n) if sd and n > 0 else math.inf
-            est_txt += (
-                f" (weight {auto_weight(noise, self.name):.2f} on 'full', the rest on 'in-in': "
-                f"predicted noise of a 2-D cell {noise:.4f} n)"
-            )
-        steps += (est_txt,)
-        params = dict(guarantee.parameters)
-        params.update(
-            {
-                "groups": [[names[a] for a in gr] for gr in self.groups],
-                "oracles": list(self._require().kinds),
-                "users_per_group": []
-                if users_per_group is None
-                else [int(v) for v in users_per_group],
-                "raw_granularity": {
-                    "g1": None if math.isnan(self.raw_granularity[0]) else self.raw_granularity[0],
-                    "g2": None if math.isnan(self.raw_granularity[1]) else self.raw_granularity[1],
-                },
-                "alpha1": self.alpha1,
-                "alpha2": self.alpha2,
-                "interpolation": self.interpolation,
-                "normalisation": self.normalisation,
-            }
-        )
-        gu = replace(
-            guarantee, parameters=params, post_processing=(*guarantee.post_processing, *steps)
-        )
-        return GridRelease(
-            self.domain, gu, post if unbiased is None else unbiased, float(n),
-            matrices=matrices, estimator=self.estimator, method=self.name,
-            n_groups=self.n_groups, tol=self.tol, max_iter=self.max_iter,
-            interpolation=self.interpolation,
-        )  # fmt: skip
+        return release_from_grids(self, grids, n, guarantee, users_per_group)
 
 
 class _GridClient(Client):
