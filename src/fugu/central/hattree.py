@@ -44,6 +44,7 @@ only (ε and δ scale every variance alike), so it is cached.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -311,6 +312,10 @@ def _search(
 ) -> tuple[HatPlan, float]:
     """Shares by Nelder–Mead on the first SEARCH_SAMPLE queries, fan-outs on all of them."""
     best: tuple[HatPlan, float] | None = None
+    if 16 in fans:  # the fixed rule (b = 16, equal shares) is always a candidate
+        st = (1, *strides_for(n, 16))
+        rule = tuple(1.0 / len(st) for _ in st)
+        best = (HatPlan(n, st, rule, 16, "rule"), _score(n, st, rule, lo, hi, tk))
     for b in fans:
         st = (1, *strides_for(n, b))
         sh, _ = _optimise(n, st, lo[:SEARCH_SAMPLE], hi[:SEARCH_SAMPLE], tk)
@@ -402,6 +407,28 @@ def _check_domain(domain: Domain) -> int:
     return int(domain.size)
 
 
+def measure(
+    counts: NDArray[Any], plan: HatPlan, eps: float, delta: int, source: RandomSource
+) -> list[FloatArray]:
+    """The noisy levels of a batch of histograms ``counts`` (B, n), divided by their strides.
+
+    Level k's integer sums ``hat_matrix(n, w_k) @ x`` (identity for w = 1) get exact discrete
+    Laplace noise of scale δ·w_k/(ε·s_k): their L1 sensitivity is δ·w_k. This is the only place
+    where private data meets noise; everything after it is post-processing.
+    """
+    x = np.asarray(counts, dtype=np.int64)
+    out = []
+    for w, s in zip(plan.strides, plan.shares, strict=True):
+        if w == 1:
+            y = x
+        else:
+            # float sparse product of integers < 2^53: exact
+            y = np.rint(np.asarray(hat_matrix(plan.n, w) @ x.T).T).astype(np.int64)
+        noise = discrete_laplace(delta * w / (eps * s), size=y.shape, rng=source)
+        out.append((y + noise).astype(np.float64) / float(w))
+    return out
+
+
 def hat_tree_variance(
     domain: Domain,
     bounds: NDArray[np.int64],
@@ -487,9 +514,10 @@ def hat_tree(
     shares: Sequence[float] | None = None,
     workload: Workload | Sequence[RangeQuery] | NDArray[np.int64] | None = None,
     neighbours: str = "replace",
+    strategy: str = "hats",
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
-) -> HatTreeRelease:
+) -> CubeRelease:
     """Release a 1-D histogram through identity + hat levels with least squares.
 
     Parameters
@@ -507,12 +535,18 @@ def hat_tree(
         The (public) queries the plan is optimised for; None: random ranges.
     neighbours : {"replace", "add-remove"}
         δ = 2 or 1; a level of stride w has L1 sensitivity δ·w on its integer sums.
+    strategy : {"hats", "auto"}
+        "hats" (default): this mechanism. "auto": compare the exact expected error of the hat
+        tree and of :func:`fugu.central.hierarchical` (its default plan) on the workload (its
+        fixed public sample by default) and release with the better one; either way
+        ``guarantee.parameters["strategy"]`` says which was used and both predicted RMSEs.
+        Only one of the two spends the budget.
     rng : RandomSource, optional
     accountant : Accountant, optional
 
     Returns
     -------
-    HatTreeRelease
+    HatTreeRelease (or HierarchicalRelease when ``strategy="auto"`` picks the tree)
 
     Examples
     --------
@@ -541,19 +575,39 @@ def hat_tree(
             raise InvalidParameterError(
                 f"workload bounds must have shape (m, 1, 2) with m >= 1, got {bounds.shape}"
             )
+    if strategy not in ("hats", "auto"):
+        raise InvalidParameterError(f"strategy must be 'hats' or 'auto', got {strategy!r}")
     wl = None if bounds is None else (bounds[:, 0, 0], bounds[:, 0, 1])
     plan = _measured(
         plan_hat_tree(n, fanout=fanout, shares=shares, neighbours=neighbours, workload=wl)
     )
+    choice: dict[str, Any] = {"used": "hats", "rule": "requested"}
+    if strategy == "auto":
+        from ..mechanism import check_epsilon
+        from .hierarchical import hierarchical, hierarchical_variance
+
+        e = check_epsilon(epsilon)
+        lo, hi = wl if wl is not None else _sample(n)
+        qb = np.stack([lo, hi], axis=1)[:, None, :]
+        tree_mse = float(
+            np.mean(hierarchical_variance(dom, qb, e, neighbours=neighbours, workload=workload))
+        )
+        sysm0 = _System(n, plan.strides, _level_variances(plan, e, delta))
+        hat_mse = float(np.mean(sysm0.variance(lo, hi, delta == 2)))
+        choice = {
+            "used": "hats" if hat_mse < tree_mse else "tree",
+            "rule": "lower exact expected error on the workload (sample)",
+            "expected_rmse": {"hats": math.sqrt(hat_mse), "tree": math.sqrt(tree_mse)},
+        }
+        if choice["used"] == "tree":
+            rel = hierarchical(
+                hist, e, workload=workload, neighbours=neighbours, rng=rng, accountant=accountant
+            )
+            params = {**rel.guarantee.parameters, "strategy": choice}
+            rel.guarantee = dataclasses.replace(rel.guarantee, parameters=params)
+            return rel
     eps, source = start(epsilon, rng, accountant, "hat tree")
-    counts = np.asarray(hist.counts, dtype=np.int64).reshape(-1)
-    noisy = []
-    for w, s in zip(plan.strides, plan.shares, strict=True):
-        y = counts if w == 1 else np.asarray(hat_matrix(n, w) @ counts, dtype=np.int64)
-        # hat_matrix is float; its integer products are exact below 2^53
-        noise = discrete_laplace(delta * w / (eps * s), size=y.shape, rng=source)
-        noisy.append((y + noise).astype(np.float64) / float(w))
-    del counts
+    noisy = [y[0] for y in measure(hist.counts.reshape(1, -1), plan, eps, delta, source)]
     level_var = _level_variances(plan, eps, delta)
     sysm = _System(n, plan.strides, level_var)
     est = sysm.estimate(noisy)
@@ -581,6 +635,7 @@ def hat_tree(
             "node_scale": f"{delta}*stride/(epsilon*share) on integer hat sums",
             "noise": "discrete Laplace on integer sums",
             "total": "public n used exactly (replace-one)" if total_known else "not used",
+            "strategy": choice,
         },
         data_options=hist.data_options,
         post_processing=post,
