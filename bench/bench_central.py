@@ -14,10 +14,12 @@ Run ``python bench/bench_central.py`` (full) or ``python bench/bench_central.py 
 (e) The same comparison on the census domain of (b), from the exact analytic errors (no data).
 (f) Issue 15: fugu's hierarchical plan vs Ektelo's H_b (Qardaji et al.'s branching, uniform
     budget below the root, least squares) and vs fugu's Laplace, add/remove neighbours, ε = 1,
-    random 1-D ranges, at 256 … 65,536 cells and on Adult's 74 ages. Ektelo runs in
-    /work/peers-venv (an optional peer, never a fugu dependency; a one-line shim replaces its
-    numpy-1 ``np.abs(matrix)`` call, and an Identity plan skips the solver); without it the
-    H_b column falls back to fugu's implementation of the published plan
+    random 1-D ranges, at 256 … 65,536 cells and on Adult's 74 ages; plus fugu's hat tree
+    (``fugu.central.hat_tree``: exact prediction, measured RMSE, seconds per release + answers)
+    and the best of fugu's two exact predictions (what ``hat_tree(strategy="auto")`` uses).
+    Ektelo runs in /work/peers-venv (an optional peer, never a fugu dependency; a one-line
+    shim replaces its numpy-1 ``np.abs(matrix)`` call, and an Identity plan skips the solver);
+    without it the H_b column falls back to fugu's implementation of the published plan
     (``budget="uniform"``), labelled as such.
 (g) Issue 16: a 4-D cube of ~1.6 M cells from 2 M records — Privelet+ and hierarchical release
     times as ratios to the histogram build, with a profile of where the time goes.
