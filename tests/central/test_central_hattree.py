@@ -126,10 +126,10 @@ def test_predicted_error_equals_measured() -> None:
 
 # -- plan choice ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("neighbours", ["replace", "add-remove"])
-@pytest.mark.parametrize("n", [10, 40, 100, 256, 700])
+@pytest.mark.parametrize("n", [10, 20, 40, 100, 256, 700])
 def test_chosen_plan_never_worse_than_the_rule(n: int, neighbours: str) -> None:
     """The optimised plan's exact expected error (on the planner's fixed sample) is at most the
-    fixed rule's (b = 16, equal shares)."""
+    fixed rule's (b = 16, equal shares) and at most the Laplace histogram's (the cells alone)."""
     lo, hi = H._sample(n)
     tk = neighbours == "replace"
     plan = H.plan_hat_tree(n, neighbours=neighbours)
@@ -137,6 +137,7 @@ def test_chosen_plan_never_worse_than_the_rule(n: int, neighbours: str) -> None:
     rule = H._score(n, st, [1.0 / len(st)] * len(st), lo, hi, tk)
     got = H._score(n, plan.strides, plan.shares, lo, hi, tk)
     assert got <= rule * (1 + 1e-12)
+    assert got <= H._score(n, (1,), (1.0,), lo, hi, tk) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add-remove"])

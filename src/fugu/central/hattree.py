@@ -37,9 +37,13 @@ Error. Exact per query: Var(wᵀx̂) = σ₀² (|w| − vᵀC⁻¹v) − [replac
 Plan. The fan-out b (the ratio of consecutive strides) and the shares s_k are public and are
 chosen by the exact expected error of the workload: the mean of the exact per-query variances
 over a fixed public sample of the workload (default: 1,000 ranges drawn, with a fixed seed, from
-the distribution of :func:`fugu.queries.random_workload` — two independent uniform cells), by a
-Nelder–Mead search over the shares for b ∈ {8, 16, 32}. The plan depends on n and the workload
-only (ε and δ scale every variance alike), so it is cached.
+the distribution of :func:`fugu.queries.random_workload` — two independent uniform cells). For
+each b ∈ {8, 16, 32} (only 16 above 8,192 cells) a Nelder–Mead search over the shares runs on
+the sample's first 250 ranges; the candidates, the fixed rule (b = 16, equal shares) and the
+cells alone (the Laplace histogram) are then compared on the whole sample and the best is used
+(``guarantee.parameters["plan"]``: "optimal", "rule" or "identity"), so the plan is never worse
+than the rule or than Laplace on that sample. The plan depends on n and the workload only (ε and
+δ scale every variance alike), so it is cached.
 """
 
 from __future__ import annotations
@@ -185,23 +189,21 @@ class _System:
         self.strides = tuple(strides)
         self.level_var = tuple(float(v) for v in level_var)
         self.var0 = self.level_var[0]
-        mats, lam_inv = [], []
+        mats, var_rows = [], []
         for w, v in zip(self.strides[1:], self.level_var[1:], strict=True):
             u = hat_matrix(n, w) / float(w)
             mats.append(u)
-            lam_inv.append(np.full(u.shape[0], v))
+            var_rows.append(np.full(u.shape[0], v))
         self.rows = [m.shape[0] for m in mats]
         if mats:
             self.u = sp.vstack(mats).tocsr()
-            lam = np.concatenate(lam_inv)
-            self.lam_inv = lam
+            lam = np.concatenate(var_rows)  # σ_k² of every hat row
             # M = I/σ₀² + Uᵀ Λ U, Λ = diag(1/σ_k²) ⇒ M⁻¹ = σ₀² [I − Uᵀ C⁻¹ U],
             # C = U Uᵀ + diag(σ_k²/σ₀²)
             c = (self.u @ self.u.T + sp.diags(lam / self.var0)).tocsc()
             self.lu = splu(c)
         else:
             self.u = None
-            self.lam_inv = np.zeros(0)
             self.lu = None
         self._g: FloatArray | None = None
 
@@ -311,11 +313,17 @@ def _search(
     n: int, fans: Sequence[int], lo: NDArray[np.int64], hi: NDArray[np.int64], tk: bool
 ) -> tuple[HatPlan, float]:
     """Shares by Nelder–Mead on the first SEARCH_SAMPLE queries, fan-outs on all of them."""
-    best: tuple[HatPlan, float] | None = None
+    # the cells alone (fugu's Laplace histogram) are always a candidate: never worse than it
+    best: tuple[HatPlan, float] | None = (
+        HatPlan(n, (1,), (1.0,), fans[0], "identity"),
+        _score(n, (1,), (1.0,), lo, hi, tk),
+    )
     if 16 in fans:  # the fixed rule (b = 16, equal shares) is always a candidate
         st = (1, *strides_for(n, 16))
         rule = tuple(1.0 / len(st) for _ in st)
-        best = (HatPlan(n, st, rule, 16, "rule"), _score(n, st, rule, lo, hi, tk))
+        val = _score(n, st, rule, lo, hi, tk)
+        if best is None or val < best[1]:
+            best = (HatPlan(n, st, rule, 16, "rule"), val)
     for b in fans:
         st = (1, *strides_for(n, b))
         sh, _ = _optimise(n, st, lo[:SEARCH_SAMPLE], hi[:SEARCH_SAMPLE], tk)
@@ -344,8 +352,9 @@ def plan_hat_tree(
     """The hat tree's strides and shares for ``n`` cells (public inputs only; no budget).
 
     ``fanout`` fixes the stride ratio b; ``shares`` (identity first, one per level) fixes the
-    split. Otherwise both are chosen by the exact expected error of ``workload`` (default: the
-    random-range distribution, scored on a fixed public sample of it).
+    split. Otherwise both are chosen by the exact expected error of ``workload`` — a pair of
+    arrays (lo, hi) of half-open ranges; default: the random-range distribution, scored on a
+    fixed public sample of it.
     """
     n = _int_arg("n", n, 1)
     neighbours = check_neighbours(neighbours)
