@@ -325,13 +325,13 @@ def run_peers(
         with tempfile.TemporaryDirectory() as tmp:
             drv = Path(tmp, "driver.py")
             drv.write_text(_PEER_DRIVER)
-            data = Path(tmp, "in.npz")
-            np.savez(data, codes=codes, bounds=bounds,
+            in_path = Path(tmp, "in.npz")
+            np.savez(in_path, codes=codes, bounds=bounds,
                      settings=json.dumps({"c": c, "runs": todo}))  # fmt: skip
             out = Path(tmp, "out.json")
             t0 = time.perf_counter()
             proc = subprocess.run(
-                [py, str(drv), src, str(data), str(out)], stdout=subprocess.DEVNULL,
+                [py, str(drv), src, str(in_path), str(out)], stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             if not out.exists():

@@ -133,8 +133,8 @@ class GridProtocol(LDPProtocol):
         attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does;
         ``"auto"`` (default) averages the two with a weight on "full" that falls from 1 to 0
         (linear in the logarithm) as the predicted noise of one 2-D cell (standard deviation
-        from ε and the group sizes, public) rises from 0.5 % to 5 % of n for HDG, from 0.25 %
-        to 0.7 % for TDG (:func:`auto_weight`). With exact 2-D answers "full" is 5× more
+        from ε and the group sizes, public) rises from 0.8 % to 3.5 % of n for HDG, from 0.35 %
+        to 0.6 % for TDG (:func:`auto_weight`). With exact 2-D answers "full" is 5× more
         accurate, but it multiplies the noisy grids' bias (Norm-Sub, coarse cells; TDG's coarse
         margins) through the pair tables, and "in-in" loses less of it. The choice depends only
         on public numbers and does not always pick the better one (``docs/ldp_grids.md`` has the
