@@ -445,7 +445,7 @@ M = selection.HB(x.shape).select()
 sens = measurement.Laplace.sensitivity_L1(M)
 mse = []
 for r in range(reps):
-    y = measurement.Laplace(M, 1.0).measure(x, np.random.RandomState(1000 + r))
+    y = measurement.Laplace(M, 1.0).measure(x, np.random.RandomState(1000 + 7919 * x.size + r))
     # an Identity plan (one level, e.g. 74 cells) is its own least-squares solution; scipy >= 1.15
     # rejects Ektelo's Identity dtype, so skip the solver there
     xh = y if type(M).__name__ == "Identity" else inference.LeastSquares().infer(M, y)

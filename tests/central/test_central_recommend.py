@@ -144,3 +144,42 @@ def test_cli_release_and_recommend(tmp_path, capsys) -> None:  # type: ignore[no
     assert res.exit_code == 0 and "recommended:" in res.output
     code = main(["recommend", "-e", "0.5", "-a", "age", "-w", "nonsense"])
     assert code != 0 and "--workload" in capsys.readouterr().err
+
+
+def test_recommend_predicts_the_hat_tree_on_one_attribute() -> None:
+    """1-D: the hat tree is predicted (planned for the workload, as hat_tree(workload=) is) and
+    its prediction is the release's own expected error; cubes and huge domains leave it out."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 1023)])
+    w = random_workload(dom, 300, seed=2)
+    rec = recommend(dom, w, 1.0, neighbours="add-remove")
+    assert rec.best == "hat-tree"
+    assert rec.rmse["hat-tree"] < 0.95 * rec.rmse["hierarchical"]
+    hist = fugu.Histogram(np.ones(dom.shape, dtype=np.int64), dom)
+    rel = fugu.central.hat_tree(
+        hist, 1.0, workload=w, neighbours="add-remove", rng=fugu.RandomSource(seed=0)
+    )
+    own = float(np.sqrt(np.mean(rel.expected_variance_many(w.bounds(dom)))))
+    assert own == pytest.approx(rec.rmse["hat-tree"], rel=1e-9)
+    cube = fugu.Domain([fugu.Ordinal("x", 0, 15), fugu.Ordinal("y", 0, 15)])
+    assert "hat-tree" not in recommend(cube, random_workload(cube, 20, seed=0), 1.0).rmse
+    big = fugu.Domain([fugu.Ordinal("x", 0, 65535)])
+    assert "hat-tree" not in predict_errors(big, random_workload(big, 5, seed=0), 1.0)
+
+
+def test_cli_release_hat_tree(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+    out = tmp_path / "hat.npz"
+    res = runner.invoke(
+        cli,
+        ["release", "-m", "hat-tree", "-e", "1", "-a", "age", "-o", "strategy=hats",
+         "-o", "fanout=8", "--seed", "1", "--out", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    params = fugu.Release.load(out).guarantee.parameters
+    assert params["fanout"] == 8 and params["strategy"]["used"] == "hats"
+    res = runner.invoke(
+        cli, ["release", "-m", "hat-tree", "-e", "1", "-a", "age", "-o", "fanout=x"]
+    )
+    assert res.exit_code != 0 and "fanout must be an integer" in str(res.exception)
+    res = runner.invoke(cli, ["release", "-m", "hat-tree", "-e", "1", "-a", "age,sex"])
+    assert res.exit_code != 0 and "hierarchical for cubes" in str(res.exception)

@@ -1,4 +1,5 @@
-"""CLI for central DP cubes: the hierarchical and Privelet mechanisms, and ``fugu recommend``."""
+"""CLI for central DP cubes: the hierarchical, hat-tree and Privelet mechanisms, and
+``fugu recommend``."""
 
 from __future__ import annotations
 
@@ -48,6 +49,30 @@ def _hierarchical(
     )
 
 
+def _hat_tree(
+    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+) -> Any:
+    from ..central import hat_tree
+
+    fanout = options.get("fanout")
+    try:
+        fanout = None if fanout in (None, "") else int(fanout)
+    except ValueError:
+        raise InvalidParameterError(
+            f"option fanout must be an integer >= 2, got {fanout!r}; or leave it out to let "
+            "the expected error choose"
+        ) from None
+    return hat_tree(
+        hist,
+        epsilon,
+        fanout=fanout,
+        strategy=options.get("strategy", "auto"),
+        neighbours=options.get("neighbours", "replace"),
+        rng=rng,
+        accountant=accountant,
+    )
+
+
 def _privelet(
     hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
 ) -> Any:
@@ -86,6 +111,17 @@ register_mechanism(
         "b-ary trees + least squares (--branching B, -o budget=uniform, "
         "-o consistency=false, -o nonnegative=true, -o flat=sex)",
         options=("branching", "budget", "consistency", "nonnegative", "flat"),
+    )
+)
+register_mechanism(
+    MechanismEntry(
+        "hat-tree",
+        _hat_tree,
+        "central-dp",
+        "1-D: overlapping hat levels + least squares; by default the lower expected error of "
+        "this and the tree (-o strategy=hats|auto, -o fanout=B)",
+        options=("fanout", "strategy"),
+        in_demo=False,
     )
 )
 register_mechanism(
