@@ -79,7 +79,8 @@ from ..inference.tree import (
 from ..mechanism import check_neighbours, guarantee, start
 from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
 from ..queries import PrefixSums, RangeQuery, Workload
-from ..release import CubeRelease, Guarantee, Release
+from ..release import CubeRelease, Guarantee
+from ..release_state import Array, Meta
 from . import treeplan
 
 __all__ = [
@@ -564,6 +565,14 @@ def hierarchical_variance(
     return _variance(trees, const, factors, bounds, consistency, delta == 2)
 
 
+def _trees_from_json(trees: list[Any]) -> list[AxisTree]:
+    """The ``trees`` of a saved release (``AxisTree.to_dict`` each) as axis trees."""
+    return [
+        AxisTree(int(t["n"]), int(t["b"]), int(t["h"]), tuple(float(x) for x in t["p"]))
+        for t in trees
+    ]
+
+
 class HierarchicalRelease(CubeRelease):
     """A hierarchical-mechanism cube.
 
@@ -573,6 +582,22 @@ class HierarchicalRelease(CubeRelease):
     """
 
     kind = "hierarchical"
+    _state_fields = (
+        Array("estimate", "counts", shape="domain"),
+        Array("tree", optional=True),
+        Meta("trees", list, convert=_trees_from_json, to_json=lambda ts: [t.to_dict() for t in ts]),
+        Meta("const", float),
+        Meta("consistent", bool),
+        Meta(
+            "factors",
+            list,
+            nullable=True,
+            default=None,
+            convert=lambda fs: [np.asarray(f, dtype=np.float64) for f in fs] or None,
+            to_json=lambda fs: [[float(x) for x in f] for f in fs],
+        ),
+        Meta("total_known", bool, default=False),
+    )
 
     def __init__(
         self,
@@ -640,45 +665,6 @@ class HierarchicalRelease(CubeRelease):
         assert self.domain is not None
         var = self.expected_variance_many(q.bounds(self.domain)[None])
         return None if var is None else float(math.sqrt(var[0]))
-
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays: dict[str, np.ndarray] = {"estimate": self.counts}
-        if self.tree is not None:
-            arrays["tree"] = self.tree
-        meta = {
-            "trees": [t.to_dict() for t in self.trees],
-            "const": self.const,
-            "consistent": self.consistent,
-            "factors": [[float(x) for x in f] for f in self.factors],
-            "total_known": self.total_known,
-        }
-        return arrays, meta
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        trees = [
-            AxisTree(int(t["n"]), int(t["b"]), int(t["h"]), tuple(float(x) for x in t["p"]))
-            for t in meta["trees"]
-        ]
-        factors = meta.get("factors")
-        return cls(
-            domain,
-            guarantee,
-            arrays["estimate"],
-            trees=trees,
-            const=float(meta["const"]),
-            consistent=bool(meta["consistent"]),
-            tree=arrays.get("tree"),
-            factors=[np.asarray(f, dtype=np.float64) for f in factors] if factors else None,
-            total_known=bool(meta.get("total_known", False)),
-        )
 
 
 def _level_blocks(trees: list[AxisTree]) -> list[tuple[tuple[slice, ...], float]]:
