@@ -464,7 +464,7 @@ def answer(
         See :class:`RecursiveParameters` (θ is in the units of the weights). ``mu`` (upward
         bias of Δ̂, accuracy only) defaults to 0.5, the paper's general setting (it uses 1 only
         for node privacy); on the Figures 8-9 relations the median error grows with μ (measured
-        in ``bench/bench_graph.py --parts mu``: about 1.5x from μ = 0.5 to 1). It is recorded in
+        in ``bench/bench_graph.py --parts mu``: 1.6-1.7x from μ = 0.5 to 1). It is recorded in
         the guarantee's parameters.
     rng, accountant :
         Random source (secure by default); an accountant (model ``"participant-dp"``) charged ε
