@@ -11,7 +11,9 @@ Rows: ``Σ_{p∈c} f_p − z_c ≤ |c| − 1`` per ∧ node, ``val(c) − r_t �
 and for G ``Σ_{t∋p} q(t) val(t) − w ≤ 0`` per participant (S_{R(t),p} = 1 in minimal DNF).
 
 * ``H_i = min Σ_t q(t) val(t)`` subject to ``Σ_p f_p = i`` (eq. 16);
-* ``G_i = 2 · min w`` subject to ``Σ_p f_p = i`` (eq. 19);
+* ``G_i = g · min w`` subject to ``Σ_p f_p = i`` (eq. 19 with g = 2, the default
+  ``g_factor``; any g > 0 keeps G a recursive sequence, which is all privacy needs — spec §3 —
+  while Theorem 4's accuracy bound is proved for g = 2 only; R2T's reimplementation uses 1);
 * the X program (eq. 20) drops the equality and minimises ``Σ_t q(t) val(t) − Δ̂ Σ_p f_p``;
 * :meth:`LPModel.g_at_most` answers "G_i ≤ cap?" for the search for j with a reduced program,
   after two cheap certificates (a greedy feasible point, stored dual bounds).
@@ -34,14 +36,32 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from scipy.optimize import linprog
 
-from ..errors import FuguError
+from ..errors import FuguError, InvalidParameterError
 from .krelation import AND, Annotations, Formulas
 
-__all__ = ["LPModel", "LPResult", "SolverError"]
+__all__ = ["LPModel", "LPResult", "SolverError", "check_g_factor"]
 
 METHODS = ("clarabel", "highs-ipm", "highs-ds", "highs")
 #: Clarabel's gap and feasibility tolerances (its defaults are 1e-8 as well).
 CLARABEL_TOLERANCE = 1e-8
+#: The factor of eq. 19 (G_i = 2 · min max load): the paper's algorithm as published.
+G_FACTOR = 2.0
+
+
+def check_g_factor(g_factor: object) -> float:
+    """The factor of G (eq. 19) as a float, refused unless finite and > 0.
+
+    Utility only: G stays a recursive sequence under any positive scaling (spec §3, §8 item 8).
+    """
+    if isinstance(g_factor, bool) or not (
+        isinstance(g_factor, int | float) and math.isfinite(g_factor) and g_factor > 0
+    ):
+        raise InvalidParameterError(
+            f"g_factor (the factor of G in eq. 19) must be a finite number > 0, got "
+            f"{g_factor!r}; use 2 (the paper's algorithm, the default) or 1 (as R2T's "
+            f"implementation; utility only)"
+        )
+    return float(g_factor)
 
 
 class SolverError(FuguError, RuntimeError):
@@ -66,9 +86,13 @@ class LPModel:
         g_method: str | None = None,
         progress: Callable[[str], None] | None = None,
         time_limit: float | None = None,
+        g_factor: float = G_FACTOR,
     ) -> None:
         if method not in METHODS:
             raise FuguError(f"method must be one of {METHODS}, got {method!r}")
+        #: The factor of eq. 19 in G (2 in the paper, 1 in R2T's implementation). Public and
+        #: utility only; every G value, bound and pruning threshold below uses it.
+        self.g_factor = check_g_factor(g_factor)
         self.ann = ann
         self.method = method
         self.g_method = g_method or method
@@ -344,11 +368,11 @@ class LPModel:
         )
 
     def g_value(self, i: int) -> float:
-        """G_i = 2 · min_f max_p Σ_t q(t) φ_t(f) S_{t,p} with |f| = i (eq. 19)."""
+        """G_i = g · min_f max_p Σ_t q(t) φ_t(f) S_{t,p} with |f| = i (eq. 19: g = 2)."""
         if i <= 0:
             return 0.0
         if i >= self.n_f:
-            return 2.0 * float(self.impact.max(initial=0.0))
+            return self.g_factor * float(self.impact.max(initial=0.0))
         if i in self._g_cache:
             return self._g_cache[i]
         a = self.a_g
@@ -365,18 +389,19 @@ class LPModel:
             self._bounds(True),
             self.g_method,
         )
-        self._g_cache[i] = 2.0 * res.fun
+        self._g_cache[i] = self.g_factor * res.fun
         return self._g_cache[i]
 
     def g_at_most(self, i: int, cap: float) -> bool:
         """Whether G_i ≤ cap, by a smaller program than :meth:`g_value` (same answer).
 
-        A participant whose load at f ≡ 1 (its impact Σ_t q(t) S_{R(t),p}) is at most cap/2 can
-        never push max_p above cap/2 (φ is monotone, so loads only fall as f falls): its row is
-        left out. Tuples that involve no remaining participant then constrain nothing and are left
-        out too, and the participants that occur only in those tuples keep one pooled slack:
+        With g the factor of G (:attr:`g_factor`): a participant whose load at f ≡ 1 (its impact
+        Σ_t q(t) S_{R(t),p}) is at most cap/g can never push max_p above cap/g (φ is monotone,
+        so loads only fall as f falls): its row is left out. Tuples that involve no remaining
+        participant then constrain nothing and are left out too, and the participants that
+        occur only in those tuples keep one pooled slack:
         ``Σ_{kept} f_p ≥ i − (number left out)`` (G is nondecreasing in f, so "≥" and "=" give
-        the same minimum). The minimum of this program is ≤ cap/2 exactly when G_i ≤ cap.
+        the same minimum). The minimum of this program is ≤ cap/g exactly when G_i ≤ cap.
         """
         n = self.n_f
         if i <= 0:
@@ -387,9 +412,10 @@ class LPModel:
             return self._g_cache[i] <= cap
         if self.greedy_g(n - i) <= cap:  # a feasible point: G_i is at most this
             return True
-        if any(2.0 * (c0 + slope * (n_out - i)) > cap for c0, slope, n_out in self._g_lower):
+        gf = self.g_factor
+        if any(gf * (c0 + slope * (n_out - i)) > cap for c0, slope, n_out in self._g_lower):
             return False  # a dual bound valid at every index already exceeds cap
-        hot = self.impact > cap / 2.0
+        hot = self.impact > cap / gf
         if not hot.any():
             return True
         a = self.a_g
@@ -421,15 +447,15 @@ class LPModel:
         bounds = self._bounds(True)[cols]
         res = self._solve(f"G[{i}]≤{cap:.4g}", c, a_sub, b_sub, None, None, bounds, self.g_method)
         # The program at another index i' differs only in the pool's right-hand side, and every
-        # such program relaxes the full G program: its multipliers bound G_{i'}/2 from below for
-        # all i' (weak duality), linearly in i'.
+        # such program relaxes the full G program: its multipliers bound G_{i'}/g from below for
+        # all i' (weak duality), linearly in i'. Stored unscaled (bounds on G/g).
         b_sub[-1] = 0.0
         const = _weak_duality_bound(res, c, a_sub, b_sub, bounds)
         self._g_lower.append((const, min(float(res.y_ub[-1]), 0.0), n_left_out))
-        return 2.0 * res.fun <= cap
+        return gf * res.fun <= cap
 
     def greedy_g(self, removals: int) -> float:
-        """An upper bound on G_{|P|−r}: 2 · the largest load after r greedy removals.
+        """An upper bound on G_{|P|−r}: g · the largest load after r greedy removals.
 
         Greedy: r times, set f_p = 0 for the participant with the largest current load
         Σ_t q(t) φ_t(f) S_{t,p}. The point is feasible for the G program at index |P| − r, so
@@ -449,7 +475,7 @@ class LPModel:
             loads = np.bincount(
                 p, weights=self.ann.weights[t] * self.sens * self.ann.evaluate(f)[t], minlength=n
             )
-            out[r] = 2.0 * float(loads.max(initial=0.0))
+            out[r] = self.g_factor * float(loads.max(initial=0.0))
             if r < out.size - 1:
                 f[int(np.argmax(np.where(f > 0, loads, -1.0)))] = 0.0
         return out

@@ -55,7 +55,7 @@ from ..noise import RandomSource, discrete_laplace
 from ..release import Guarantee
 from .count_release import CountRelease, nonnegative_release, pattern_name
 from .krelation import Annotations, Formulas, KRelation
-from .lp import LPModel
+from .lp import G_FACTOR, LPModel, check_g_factor
 
 __all__ = [
     "CountRelease",
@@ -97,6 +97,10 @@ class RecursiveParameters:
     H_i + (|P| − i)Δ̂, which is the optimum of one linear program; ``"integer"`` is the paper's
     eq. 12 (the same program, then H at the two neighbouring integers). Both have sensitivity ≤ Δ̂
     (see :func:`x_value`); the relaxed X is at most Δ̂ lower.
+    ``g_factor`` is the factor of G in eq. 19 (2 in the paper, the default; 1 as R2T's
+    reimplementation): privacy only needs G to be a recursive sequence, which any positive factor
+    keeps (spec §3, §8 item 8), so it is utility only, but Theorem 4's accuracy bound is proved
+    for 2 and no longer applies to other values.
     """
 
     epsilon1: float
@@ -106,6 +110,7 @@ class RecursiveParameters:
     mu: float
     tolerance: float
     x_rule: str = "relaxed"
+    g_factor: float = G_FACTOR
 
     @classmethod
     def make(
@@ -118,8 +123,10 @@ class RecursiveParameters:
         split: float = 0.5,
         tolerance: float = 0.01,
         x_rule: str = "relaxed",
+        g_factor: float = G_FACTOR,
     ) -> RecursiveParameters:
         eps = check_epsilon(epsilon)
+        gf = check_g_factor(g_factor)
         if x_rule not in X_RULES:
             raise InvalidParameterError(
                 f"x_rule must be one of {X_RULES}, got {x_rule!r} ('relaxed' solves one program, "
@@ -160,6 +167,7 @@ class RecursiveParameters:
             float(mu),
             float(tolerance),
             x_rule,
+            gf,
         )
 
     @property
@@ -229,6 +237,7 @@ def _progress_callback(
 
 def find_j(model: LPModel, params: RecursiveParameters) -> tuple[int, float]:
     """j and G_{|P|} of eq. 11 by binary search (G is nondecreasing in its index)."""
+    _check_model_factor(model, params)
     n = model.ann.n_participants
     g_top = model.g_value(n)
     theta, beta = params.theta, params.beta
@@ -276,6 +285,14 @@ def grid_laplace_scalar(
     return float(Fraction(ints + noise) * Fraction(2) ** e), lam
 
 
+def _check_model_factor(model: LPModel, params: RecursiveParameters) -> None:
+    if model.g_factor != params.g_factor:
+        raise InvalidParameterError(
+            f"the LP model's g_factor ({model.g_factor:g}) differs from the parameters' "
+            f"g_factor ({params.g_factor:g}); build the LPModel with g_factor=params.g_factor"
+        )
+
+
 def _cap(theta: float, log_factor: float) -> float:
     """θ·e^{jβ} without overflow (capped at e^700, far above any G this library can hold)."""
     return math.exp(min(math.log(theta) + log_factor, 700.0))
@@ -307,7 +324,7 @@ def x_value(
     total = ann.total()
     if n == 0:
         return 0.0, 0
-    # H_{i} − H_{i−1} ≤ max_p Σ_{t∋p} q(t) = G_{|P|}/2 for all i (Lemma 9 + convexity), so when
+    # H_{i} − H_{i−1} ≤ max_p Σ_{t∋p} q(t) = G_{|P|}/g for all i (Lemma 9 + convexity), so when
     # Δ̂ reaches that bound the minimum is at i = |P| exactly (also over real i).
     if delta_hat >= float(model.impact.max(initial=0.0)):
         return total, n
@@ -346,13 +363,18 @@ def recursive_mechanism(
     Returns ``(x_hat, delta_hat, noise_scale, trace)``. ``x_hat`` and ``delta_hat`` are the
     (ε1 + ε2)-DP outputs; ``trace`` is private (true answer, j, Δ, X) — never publish it.
     ``model``: an :class:`LPModel` of the same annotations to reuse (its H/G values are cached;
-    for repeated experiments on one data set).
+    for repeated experiments on one data set); its ``g_factor`` must equal ``params.g_factor``.
     """
     cb, bar = _progress_callback(progress)
     try:
         if model is None or model.ann is not ann:
             model = LPModel(
-                ann, method=method, g_method=g_method, progress=cb, time_limit=lp_time_limit
+                ann,
+                method=method,
+                g_method=g_method,
+                progress=cb,
+                time_limit=lp_time_limit,
+                g_factor=params.g_factor,
             )
         n0 = model.stats.n_solves
         s0 = model.stats.seconds
@@ -416,6 +438,7 @@ def _guarantee(
             "mu": params.mu,
             "tolerance": params.tolerance,
             "X": params.x_rule,
+            **({} if mechanism.startswith("recursive (general") else {"g_factor": params.g_factor}),
             "noise": "discrete Laplace on a power-of-two grid",
             **(extra or {}),
         },
@@ -438,6 +461,7 @@ def answer(
     split: float = 0.5,
     tolerance: float = 0.01,
     x_rule: str = "relaxed",
+    g_factor: float = G_FACTOR,
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
     progress: bool | Callable[[str], None] = False,
@@ -466,6 +490,12 @@ def answer(
         for node privacy); on the Figures 8-9 relations the median error grows with μ (measured
         in ``bench/bench_graph.py --parts mu``: 1.6-1.7x from μ = 0.5 to 1). It is recorded in
         the guarantee's parameters.
+    g_factor : float
+        The factor of the bounding sequence G in eq. 19: 2 (default) is the paper's algorithm as
+        published; 1 as R2T's reimplementation. Utility only: privacy holds for every finite
+        g_factor > 0 (G stays a recursive sequence), but the accuracy theorem (Theorem 4) is
+        proved for 2 only. On the Figure 9 relations 1 lowers the median error by 1.5-2x (see
+        ``docs/graph.md``). Recorded in the guarantee's parameters.
     rng, accountant :
         Random source (secure by default); an accountant (model ``"participant-dp"``) charged ε
         once, before the relation is read.
@@ -506,6 +536,7 @@ def answer(
             split=split,
             tolerance=tolerance,
             x_rule=x_rule,
+            g_factor=g_factor,
         )
         for share in shares
     ]
@@ -566,6 +597,7 @@ def answer(
             "beta (positive part)": pp.beta,
             "theta": theta,
             "mu": mu,
+            "g_factor": pp.g_factor,
             **form_info,
         },
     )
@@ -826,6 +858,7 @@ def count(
     split: float = 0.5,
     tolerance: float = 0.01,
     x_rule: str = "relaxed",
+    g_factor: float = G_FACTOR,
     node_predicate: Callable[[dict[str, Any]], bool] | None = None,
     edge_predicate: Callable[[dict[str, Any]], bool] | None = None,
     induced: bool = False,
@@ -869,6 +902,10 @@ def count(
     beta, theta, mu, split, tolerance :
         Mechanism parameters (:class:`RecursiveParameters`); defaults from the paper's experiments:
         β = ε/5, θ = 1, μ = 1 (node) or 0.5 (edge), ε1 = ε2 = ε/2, τ = 1% of Δ̂.
+    g_factor : float
+        The factor of G in eq. 19: 2 (default, the paper) or e.g. 1 (as R2T's reimplementation).
+        Utility only (privacy holds for every finite g_factor > 0; Theorem 4's accuracy bound
+        assumes 2). Recorded in the guarantee's parameters.
     node_predicate, edge_predicate : callable(attrs) -> bool, optional
         Only occurrences whose every node / edge satisfies the predicate are counted.
     induced : bool
@@ -912,6 +949,11 @@ def count(
     if unit not in ("node", "edge"):
         raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
     if mechanism != "recursive":
+        if g_factor != G_FACTOR:
+            raise InvalidParameterError(
+                f"g_factor={g_factor!r} is an option of the Recursive Mechanism (the factor of "
+                f"G in eq. 19); mechanism={mechanism!r} has no G: drop g_factor"
+            )
         return _baseline_count(
             G,
             pattern,
@@ -940,6 +982,7 @@ def count(
         split=split,
         tolerance=tolerance,
         x_rule=x_rule,
+        g_factor=g_factor,
     )
     name = pattern_name(pattern, k)
     from .patterns import check_pattern
