@@ -492,13 +492,6 @@ class Release:
             return cls(guarantee, **kwargs)  # type: ignore[call-arg, arg-type]
         return cls(domain, guarantee, **kwargs)
 
-    @classmethod
-    def _declarative(cls) -> bool:
-        """Whether this kind is saved and loaded from ``_state_fields`` (not its own methods)."""
-        return bool(cls._state_fields) and (
-            getattr(cls._from_state, "__func__", None) is Release._from_state.__func__  # type: ignore[attr-defined]
-        )
-
     def save(self, path: str | Path) -> Path:
         """Write the release to one ``.npz`` file (arrays + a JSON header). Returns the path."""
         arrays, meta = self._state()
@@ -555,18 +548,10 @@ class Release:
                 raise bad(f"a {cls.kind} release needs a domain, the header has none")
             if cls._state_domain == "none" and dom is not None:
                 raise bad(f"a {cls.kind} release has no domain, the header has one")
-            if cls._declarative():
-                try:
-                    cls._check_state_specs(specs, meta, dom)
-                except FuguError as exc:
-                    raise bad(str(exc)) from None
-            elif issubclass(cls, CubeRelease) and dom is not None:
-                # kinds that still write their own _state/_from_state (to be converted)
-                for key in ("estimate", "cell_variance"):
-                    if key in specs and specs[key][0] != dom.shape:
-                        raise bad(
-                            f"array {key!r} has shape {specs[key][0]}, the domain needs {dom.shape}"
-                        )
+            try:
+                cls._check_state_specs(specs, meta, dom)
+            except FuguError as exc:
+                raise bad(str(exc)) from None
             with np.load(p, allow_pickle=False) as z:
                 arrays = {k[2:]: z[k] for k in z.files if k.startswith("a_")}
             for key, arr in arrays.items():

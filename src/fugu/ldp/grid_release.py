@@ -28,6 +28,7 @@ from ..inference.ldp_post import (
 )
 from ..queries import PrefixSums, RangeQuery
 from ..release import Guarantee, Release
+from ..release_state import Custom, Meta
 from .grid_matrices import _spread
 
 __all__ = ["AUTO_NOISE", "ESTIMATORS", "GridRelease", "auto_weight"]
@@ -82,6 +83,39 @@ def _box(ps: PrefixSums, x0: Any, x1: Any, y0: Any, y1: Any) -> NDArray[np.float
     return ps.answer(b)
 
 
+def _grids_state(rel: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Each grid's counts and edges as arrays, its attributes and variance in ``meta``."""
+    arrays: dict[str, np.ndarray] = {}
+    meta = []
+    for i, g in enumerate(rel.grids):
+        arrays[f"grid{i}"] = g.counts
+        for j, e in enumerate(g.edges):
+            arrays[f"edges{i}_{j}"] = e
+        meta.append({"attributes": [str(a) for a in g.attributes], "variance": g.variance})
+    return arrays, {"grids": meta}
+
+
+def _grids_from_state(
+    arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], domain: Any
+) -> list[GridEstimate]:
+    out = []
+    for i, gm in enumerate(meta["grids"]):
+        edges = tuple(arrays[f"edges{i}_{j}"] for j in range(len(gm["attributes"])))
+        out.append(GridEstimate(tuple(gm["attributes"]), edges, arrays[f"grid{i}"], gm["variance"]))
+    return out
+
+
+def _matrices_state(rel: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    arrays = {f"matrix{i}": m for i, m in enumerate(rel.matrices.values())}
+    return arrays, {"matrices": [list(k) for k in rel.matrices]}
+
+
+def _matrices_from_state(
+    arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], domain: Any
+) -> dict[tuple[str, str], np.ndarray]:
+    return {(str(k[0]), str(k[1])): arrays[f"matrix{i}"] for i, k in enumerate(meta["matrices"])}
+
+
 class GridRelease(Release):
     """What TDG and HDG publish: post-processed grids (and HDG's response matrices).
 
@@ -106,6 +140,23 @@ class GridRelease(Release):
     """
 
     kind = "ldp-grids"
+    _state_fields = (
+        Custom("grids", _grids_state, _grids_from_state, arrays=("grid", "edges"), meta=("grids",)),
+        Custom(
+            "matrices",
+            _matrices_state,
+            _matrices_from_state,
+            arrays=("matrix",),
+            meta=("matrices",),
+        ),
+        Meta("n", float),
+        Meta("estimator", str),
+        Meta("method", str),
+        Meta("n_groups", int),
+        Meta("tol", float),
+        Meta("max_iter", int),
+        Meta("interpolation", str, default="uniform"),
+    )
 
     def __init__(
         self,
@@ -344,60 +395,6 @@ class GridRelease(Release):
         m = self.n_groups
         sampling = self.n**2 * (m - 1) / max(self.n - 1, 1) * f * (1 - f)
         return math.sqrt(noise + sampling)
-
-    # -- persistence -------------------------------------------------------------------------
-    def _state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays: dict[str, np.ndarray] = {}
-        grids_meta = []
-        for i, g in enumerate(self.grids):
-            arrays[f"grid{i}"] = g.counts
-            for j, e in enumerate(g.edges):
-                arrays[f"edges{i}_{j}"] = e
-            grids_meta.append(
-                {"attributes": [str(a) for a in g.attributes], "variance": g.variance}
-            )
-        mats = []
-        for i, (key, m) in enumerate(self.matrices.items()):
-            arrays[f"matrix{i}"] = m
-            mats.append(list(key))
-        meta = {
-            "grids": grids_meta,
-            "matrices": mats,
-            "n": self.n,
-            "estimator": self.estimator,
-            "method": self.method,
-            "n_groups": self.n_groups,
-            "tol": self.tol,
-            "max_iter": self.max_iter,
-            "interpolation": self.interpolation,
-        }
-        return arrays, meta
-
-    @classmethod
-    def _from_state(
-        cls,
-        domain: Domain | None,
-        guarantee: Guarantee,
-        arrays: Mapping[str, np.ndarray],
-        meta: Mapping[str, Any],
-    ) -> Release:
-        assert domain is not None
-        grids = []
-        for i, gm in enumerate(meta["grids"]):
-            k = len(gm["attributes"])
-            edges = tuple(arrays[f"edges{i}_{j}"] for j in range(k))
-            grids.append(
-                GridEstimate(tuple(gm["attributes"]), edges, arrays[f"grid{i}"], gm["variance"])
-            )
-        matrices = {
-            (str(k[0]), str(k[1])): arrays[f"matrix{i}"] for i, k in enumerate(meta["matrices"])
-        }
-        return cls(
-            domain, guarantee, grids, float(meta["n"]), matrices=matrices,
-            estimator=meta["estimator"], method=meta["method"], n_groups=meta["n_groups"],
-            tol=meta["tol"], max_iter=meta["max_iter"],
-            interpolation=meta.get("interpolation", "uniform"),
-        )  # fmt: skip
 
     def with_estimator(self, estimator: str) -> GridRelease:
         """The same release answering λ ≥ 3 queries with another estimator (post-processing)."""
