@@ -17,7 +17,10 @@ Run ``python bench/bench_graph.py`` (``--quick`` for a smaller run). Parts:
    each reusing the relation's LP model; metric: median relative error over all runs (the
    paper's); first-run time reported.
 5. ``--parts mu``: median relative error against μ on Figures 8-9 cells (model-based: the
-   library's LPs, thousands of (Y, Z) draws per μ).
+   library's LPs, thousands of (Y, Z) draws per μ), and at μ = 0.5 with ``g_factor`` = 1 (G
+   without the factor 2 of eq. 19, as R2T's implementation). ``--mus`` picks the μ values and
+   ``--sizes`` the cells. ``--g-factor`` sets the factor of G for the Figures 8-9 part (releases
+   through ``recursive_mechanism``; default 2, the paper's algorithm).
 3. Running time vs number of occurrences (triangles, node privacy) on seeded collaboration-like
    graphs, up to the ca-GrQc shape (≈5,000 nodes, ≈14,500 edges, ≈48,000 triangles in the real
    graph): enumeration time, number of LPs, time per LP, total. ``--max-occ`` caps the sizes tried
@@ -328,8 +331,8 @@ def mu_sweep(
     X(Δ̂) + Z is formed as ``recursive_mechanism`` does (X from the library's X program on 16
     values of Δ̂ below the largest impact, linearly interpolated; X is the true answer above it).
     An accuracy estimate with thousands of draws instead of 20 runs; never a release. Column
-    "G/2 mu=.5": the same at μ = 0.5 with G halved (no factor 2 of eq. 19, as in R2T's RM.py;
-    utility only), a variant fugu does not offer.
+    "g=1 mu=.5": the same at μ = 0.5 with ``g_factor=1`` (G without the factor 2 of eq. 19, as in
+    R2T's RM.py; utility only): its own LP model and search for j.
     """
     from fugu.graph.recursive import find_j, x_value
 
@@ -339,23 +342,23 @@ def mu_sweep(
     print(
         f"{'kind':>5}{'|supp R|':>9}{'clauses':>8}"
         + "".join(f"{'mu=' + format(m, 'g'):>9}" for m in mus)
-        + f"{'ref':>8}{'Delta/US':>9}{'G/2 mu=.5':>10}"
+        + f"{'ref':>8}{'paper':>7}{'Delta/US':>9}{'g=1 mu=.5':>10}"
     )
     gen = np.random.default_rng(12345)
     for kind, size, clauses in cells:
         errs: dict[float, list[NDArray]] = {m: [] for m in mus}
-        half: list[NDArray] = []  # G without the factor 2 of eq. 19 (as R2T's RM.py), μ = 0.5
+        half: list[NDArray] = []  # g_factor = 1 (as R2T's RM.py), μ = 0.5
         refs, ratio = [], []
         for k in range(relations):
             ann = random_relation(kind, size, clauses, seed=size * 100 + clauses + 7919 * k)
             _, p = ann.incidence()
             us = float(np.bincount(p).max())
             refs.append(us / (eps * ann.total()))
-            model = LPModel(ann)
+            model, model1 = LPModel(ann), LPModel(ann, g_factor=1.0)
             top = float(model.impact.max(initial=0.0))
-            for m in (*mus, -0.5):
-                params = RecursiveParameters.make(eps, mu=abs(m), theta=2.0 if m < 0 else 1.0)
-                j, _ = find_j(model, params)  # θ = 2 asks "G/2 <= e^{jβ}": no factor 2
+            for m in (*mus, -0.5):  # -0.5: μ = 0.5 at g_factor = 1
+                params = RecursiveParameters.make(eps, mu=abs(m), g_factor=1.0 if m < 0 else 2.0)
+                j, _ = find_j(model1 if m < 0 else model, params)
                 delta = math.exp(j * params.beta)
                 if m == mus[0]:
                     ratio.append(delta / us)
@@ -372,14 +375,31 @@ def mu_sweep(
         print(
             f"{kind:>5}{size:9d}{clauses:8d}"
             + "".join(f"{np.median(np.concatenate(errs[m])):9.3f}" for m in mus)
-            + f"{np.median(refs):8.3f}{np.median(ratio):9.2f}"
+            + f"{np.median(refs):8.3f}{_paper_err(kind, size, clauses):>7}"
+            + f"{np.median(ratio):9.2f}"
             + f"{np.median(np.concatenate(half)):10.3f}",
             flush=True,
         )
 
 
+def _paper_err(kind: str, size: int, clauses: int) -> str:
+    """The paper's median relative error of the cell (Figs. 8-9), or "-"."""
+    if clauses == 3 and size in range(100, 1001, 100):
+        return f"{PAPER_FIG9[kind]['err'][size // 100 - 1]:.3f}"
+    if size == 1000 and clauses in (2, 4, 6, 8, 10):
+        return f"{PAPER_FIG8[kind]['err'][clauses // 2 - 1]:.3f}"
+    return "-"
+
+
 def krelation_cell(
-    kind: str, size: int, clauses: int, runs: int, relations: int, mu: float, eps: float = 0.5
+    kind: str,
+    size: int,
+    clauses: int,
+    runs: int,
+    relations: int,
+    mu: float,
+    eps: float = 0.5,
+    g_factor: float = 2.0,
 ) -> tuple[float, float, float, int]:
     """(median relative error over ``relations`` seeded relations x ``runs`` runs, mean first-run
     seconds, median US~/(ε q), LPs of the first run). The paper: "several different K-relations
@@ -392,8 +412,8 @@ def krelation_cell(
             np.bincount(p, minlength=ann.n_participants).max()
         )  # max #tuples per participant
         refs.append(us / (eps * ann.total()))
-        params = RecursiveParameters.make(eps, mu=mu)
-        model = LPModel(ann)
+        params = RecursiveParameters.make(eps, mu=mu, g_factor=g_factor)
+        model = LPModel(ann, g_factor=g_factor)
         for r in range(runs):
             t0 = time.perf_counter()
             x_hat, _, _, tr = recursive_mechanism(
@@ -407,11 +427,16 @@ def krelation_cell(
 
 
 def figures_8_9(
-    runs: int, sizes: list[int], clause_counts: list[int], relations: int, mu: float
+    runs: int,
+    sizes: list[int],
+    clause_counts: list[int],
+    relations: int,
+    mu: float,
+    g_factor: float = 2.0,
 ) -> None:
     print(
-        f"\n== Figure 8: |supp R| = 1000, 3-CNF and 3-DNF, eps = 0.5, mu = {mu}, {relations} "
-        f"relations x {runs} runs per cell =="
+        f"\n== Figure 8: |supp R| = 1000, 3-CNF and 3-DNF, eps = 0.5, mu = {mu}, "
+        f"g_factor = {g_factor:g}, {relations} relations x {runs} runs per cell =="
     )
     print(
         f"{'clauses':>8}{'kind':>5}{'fugu err':>10}{'paper err':>10}{'ref US/eq':>10}"
@@ -421,15 +446,15 @@ def figures_8_9(
         if c not in clause_counts:
             continue
         for kind in ("cnf", "dnf"):
-            err, secs, ref, lps = krelation_cell(kind, 1000, c, runs, relations, mu)
+            err, secs, ref, lps = krelation_cell(kind, 1000, c, runs, relations, mu, 0.5, g_factor)
             print(
                 f"{c:8d}{kind:>5}{err:10.3f}{PAPER_FIG8[kind]['err'][ci]:10.3f}{ref:10.3f}"
                 f"{PAPER_FIG8['ref'][ci]:10.3f}{secs:8.1f}{PAPER_FIG8[kind]['time'][ci]:9.0f}{lps:5d}",
                 flush=True,
             )
     print(
-        f"\n== Figure 9: 3 clauses, |supp R| = 100..1000, eps = 0.5, mu = {mu}, {relations} "
-        f"relations x {runs} runs per cell =="
+        f"\n== Figure 9: 3 clauses, |supp R| = 100..1000, eps = 0.5, mu = {mu}, "
+        f"g_factor = {g_factor:g}, {relations} relations x {runs} runs per cell =="
     )
     print(
         f"{'|supp R|':>8}{'kind':>5}{'fugu err':>10}{'paper err':>10}{'ref US/eq':>10}"
@@ -439,7 +464,7 @@ def figures_8_9(
         if size not in sizes:
             continue
         for kind in ("cnf", "dnf"):
-            err, secs, ref, lps = krelation_cell(kind, size, 3, runs, relations, mu)
+            err, secs, ref, lps = krelation_cell(kind, size, 3, runs, relations, mu, 0.5, g_factor)
             print(
                 f"{size:8d}{kind:>5}{err:10.3f}{PAPER_FIG9[kind]['err'][si]:10.3f}{ref:10.3f}"
                 f"{PAPER_FIG9['ref'][si]:10.3f}{secs:8.1f}{PAPER_FIG9[kind]['time'][si]:9.1f}{lps:5d}",
@@ -463,6 +488,13 @@ def main() -> None:
     ap.add_argument(
         "--mu", type=float, default=0.5, help="mu for fig89 (the paper's setting except node DP)"
     )
+    ap.add_argument(
+        "--g-factor",
+        type=float,
+        default=2.0,
+        help="factor of G in eq. 19 for fig89 (2: the paper; 1: as R2T's implementation)",
+    )
+    ap.add_argument("--mus", default="0.1,0.25,0.5,0.75,1,1.5", help="mu values (--parts mu)")
     ap.add_argument("--sizes", default="100,200,300,400,500,600,700,800,900,1000")
     ap.add_argument("--clauses", default="2,4,6,8,10")
     ap.add_argument("--units", default="node,edge", help="Figure 4 units")
@@ -481,7 +513,9 @@ def main() -> None:
     if "mu" in parts:
         cells = [(k, s, 3) for s in (100, 300, 500, 1000) for k in ("cnf", "dnf")]
         cells += [(k, 1000, 6) for k in ("cnf", "dnf")]
-        mu_sweep(a.draws, [c for c in cells if not a.quick or c[1] <= 300])
+        sizes = {int(x) for x in a.sizes.split(",")}
+        cells = [c for c in cells if c[1] in sizes and (not a.quick or c[1] <= 300)]
+        mu_sweep(a.draws, cells, tuple(float(m) for m in a.mus.split(",")), a.relations)
     if "fig89" in parts:
         figures_8_9(
             runs,
@@ -489,6 +523,7 @@ def main() -> None:
             [int(x) for x in a.clauses.split(",")] if not a.quick else [2, 4],
             a.relations,
             a.mu,
+            a.g_factor,
         )
     print(f"\ntotal bench time {time.perf_counter() - t0:.0f} s")
 
