@@ -139,3 +139,14 @@ def test_graph_count_file_with_two_values_is_refused(tmp_path) -> None:  # type:
     np.savez_compressed(path, **payload)
     with pytest.raises(fugu.errors.FileFormatError, match="one value"):
         fugu.Release.load(path)
+
+
+def test_cli_g_factor_reaches_the_guarantee_and_is_refused_elsewhere(capsys) -> None:
+    base = ["graph", "count", "--graph", "karate", "--unit", "edge", "-e", "0.5", "--seed", "1"]
+    assert main([*base, "--g-factor", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["guarantee"]["parameters"]["g_factor"] == 1.0
+    assert main([*base, "--mechanism", "laplace", "--g-factor", "1"]) != 0
+    assert "--g-factor" in capsys.readouterr().err
+    assert main([*base, "--g-factor", "0"]) != 0
+    assert "g_factor" in capsys.readouterr().err

@@ -103,6 +103,12 @@ def register(cli: click.Group) -> None:
     @click.option("--mu", type=float, help="μ (default 1 node, 0.5 edge).")
     @click.option("--theta", type=float, help="θ of the recursive mechanism (default 1).")
     @click.option(
+        "--g-factor",
+        type=float,
+        help="Factor of G (eq. 19; default 2 as published, 1 as R2T's implementation): "
+        "utility only, privacy holds for every value > 0.",
+    )
+    @click.option(
         "--solver",
         type=click.Choice(["clarabel", "highs-ipm", "highs-ds", "highs"]),
         default="clarabel",
@@ -144,6 +150,7 @@ def register(cli: click.Group) -> None:
         beta: float | None,
         mu: float | None,
         theta: float | None,
+        g_factor: float | None,
         solver: str,
         drop_self_loops: bool,
         nonnegative: bool,
@@ -157,7 +164,13 @@ def register(cli: click.Group) -> None:
         from ..graph import count, karwa_count, laplace_count, smooth_triangle_count
 
         # Options the chosen mechanism would ignore are refused before anything is read or spent.
-        recursive_only = {"beta": "--beta", "mu": "--mu", "theta": "--theta", "solver": "--solver"}
+        recursive_only = {
+            "beta": "--beta",
+            "mu": "--mu",
+            "theta": "--theta",
+            "g_factor": "--g-factor",
+            "solver": "--solver",
+        }
         if mechanism != "recursive":
             refuse_unused(ctx, recursive_only, f"with --mechanism {mechanism} (recursive only)")
         if mechanism != "laplace":
@@ -219,6 +232,7 @@ def register(cli: click.Group) -> None:
                     beta=beta,
                     mu=mu,
                     theta=1.0 if theta is None else theta,
+                    g_factor=2.0 if g_factor is None else g_factor,
                     method=solver,
                     progress=show and sys.stderr is not None,
                     accountant=acct,
