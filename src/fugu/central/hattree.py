@@ -53,13 +53,13 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import NDArray
-from scipy.optimize import minimize
-from scipy.sparse.linalg import splu
+
+if TYPE_CHECKING:  # scipy is imported where it is used: `import fugu` stays light
+    import scipy.sparse as sp
 
 from ..budget import Accountant
 from ..domain import Domain
@@ -129,6 +129,8 @@ def hat_matrix(n: int, w: int) -> sp.csr_matrix:
            [0, 1, 2, 1, 0],
            [0, 0, 0, 1, 2]])
     """
+    import scipy.sparse as sp
+
     n = _int_arg("n", n, 1)
     w = _int_arg("w", w, 1)
     rows_n = (n - 1) // w + 1 + (1 if (n - 1) % w else 0)
@@ -185,6 +187,9 @@ class _System:
     """The least-squares system of a plan for given per-level noise variances (normalised)."""
 
     def __init__(self, n: int, strides: Sequence[int], level_var: Sequence[float]) -> None:
+        import scipy.sparse as sp
+        from scipy.sparse.linalg import splu
+
         self.n = n
         self.strides = tuple(strides)
         self.level_var = tuple(float(v) for v in level_var)
@@ -299,6 +304,8 @@ def _optimise(
     z0 = np.zeros(k)
     if k == 1:
         return (1.0,), fun(z0)
+    from scipy.optimize import minimize
+
     res = minimize(
         fun,
         z0,
