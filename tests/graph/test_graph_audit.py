@@ -15,6 +15,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from graph_helpers import GRID, audit_pair, book, sequences, vectorised, x_of
 
 import fugu
 from fugu.graph import KRelation, RecursiveParameters
@@ -33,96 +34,11 @@ from fugu.testing import audit
 EPS = 1.0
 
 
-def wheel(rim: int, with_hub: bool) -> nx.Graph:
-    G = nx.cycle_graph(range(1, rim + 1))
-    if with_hub:
-        G.add_edges_from((0, v) for v in range(1, rim + 1))
-    return G
-
-
-def book(pages: int, with_spine: bool) -> nx.Graph:
-    G = nx.Graph()
-    for w in range(2, pages + 2):
-        G.add_edges_from([(0, w), (1, w)])
-    if with_spine:
-        G.add_edge(0, 1)
-    return G
-
-
-#: H is evaluated at real budgets on this grid: fugu's default X is the minimum over real i, and
-#: H is piecewise linear with breakpoints on it for these graphs (checked against the library's
-#: one-program X at 60 values of Δ̂ in test_vectorised_equals_library_path).
-GRID = 12
-
-
-def sequences(G: nx.Graph, unit: str, params: RecursiveParameters) -> tuple[int, np.ndarray]:
-    """j and H on the budgets 0, 1/GRID, ..., |P| (integers at every GRID-th entry)."""
-    ann = annotations_of(enumerate_pattern(G, G.graph.get("pattern", "triangle")), unit)
-    m = LPModel(ann)
-    j, _ = find_j(m, params)
-    xs = np.arange(ann.n_participants * GRID + 1) / GRID
-    h = np.array([m.h_value(x) for x in xs])  # type: ignore[arg-type]
-    return j, h
-
-
-def x_of(h: np.ndarray, dh: np.ndarray, rule: str) -> np.ndarray:
-    """X for each Δ̂: min over the budgets (real grid, or integers only for eq. 12)."""
-    xs = np.arange(h.size) / GRID
-    if rule == "integer":
-        h, xs = h[::GRID], xs[::GRID]
-    n = xs[-1]
-    return np.min(h[None, :] + (n - xs)[None, :] * dh[:, None], axis=1)
-
-
-def vectorised(params: RecursiveParameters, broken: str | None = None):
-    def mech(G: nx.Graph, rng: fugu.RandomSource, size: int) -> np.ndarray:
-        j, h = sequences(G, G.graph["unit"], params)
-        ln_delta = math.log(params.theta) + j * params.beta
-        noisy, _ = grid_laplace(
-            np.full(size, ln_delta),
-            sensitivity=params.beta,
-            epsilon=params.epsilon1,
-            rng=rng,
-            max_changed=1,
-        )
-        ln_dh = np.clip(
-            noisy + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA, LN_DELTA_HAT_MAX
-        )
-        dh = np.exp(ln_dh)
-        x = x_of(h, dh, params.x_rule)
-        if broken == "true count":  # calibrate to Δ̂ but release the true count: not private
-            x = np.full(size, h[-1])
-        sens = dh * (1 + 2 * params.tolerance)
-        # Z = sens · (unit-sensitivity grid Laplace): the library draws Lap(sens/ε2) on the grid
-        # sens·2^-10 rounded to a power of two; the audit uses the grid sens·2^-10 itself (the
-        # sampler with per-draw scales is slow, and the sampler is tested in the foundation).
-        z, _ = grid_laplace(
-            np.zeros(size), sensitivity=1.0, epsilon=params.epsilon2, rng=rng, max_changed=1
-        )
-        z = z * sens
-        return np.stack([x + z, ln_dh], axis=1)
-
-    return mech
-
-
-def _pair(kind: str):
-    if kind == "node":
-        d1, d2 = wheel(16, False), wheel(16, True)
-    elif kind == "node-2-star":  # a hub that is the centre of C(12, 2) 2-stars, ± the hub
-        d1, d2 = nx.cycle_graph(range(1, 13)), nx.wheel_graph(13)
-        d1.graph["pattern"] = d2.graph["pattern"] = "2-star"
-        kind = "node"
-    else:
-        d1, d2 = book(12, False), book(12, True)
-    d1.graph["unit"] = d2.graph["unit"] = kind
-    return d1, d2
-
-
 @pytest.mark.parametrize("case", ["node", "edge", "node-2-star"])
 def test_audit_recursive_mechanism(case: str) -> None:
     unit = "edge" if case == "edge" else "node"
     params = RecursiveParameters.make(EPS, mu=1.0 if unit == "node" else 0.5)
-    d1, d2 = _pair(case)
+    d1, d2 = audit_pair(case)
     mech = vectorised(params)
     for col in (0, 1):
         res = audit(
@@ -134,7 +50,7 @@ def test_audit_recursive_mechanism(case: str) -> None:
 def test_audit_fails_when_the_true_count_is_released() -> None:
     """Mis-calibrated variant: noise scaled by Δ̂ but X replaced by the true count (16 vs 0)."""
     params = RecursiveParameters.make(EPS)
-    d1, d2 = _pair("node")
+    d1, d2 = audit_pair("node")
     res = audit(
         vectorised(params, broken="true count"),
         d1,
@@ -153,7 +69,7 @@ def test_vectorised_equals_library_path(case: str) -> None:
     H_i + (|P|-i)Δ̂) and the same j; both X rules match the audit's H grid at 60 values of Δ̂."""
     unit = "edge" if case == "edge" else "node"
     params = RecursiveParameters.make(EPS, mu=1.0 if unit == "node" else 0.5)
-    for G in _pair(case):
+    for G in audit_pair(case):
         j, h = sequences(G, unit, params)
         ann = annotations_of(enumerate_pattern(G, G.graph.get("pattern", "triangle")), unit)
         for seed in range(4):

@@ -17,7 +17,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
-from graph_helpers import node_annotations, random_graph
+from graph_helpers import audit_pair, node_annotations, random_graph, sequences, vectorised, x_of
 
 import fugu
 from fugu.errors import InvalidParameterError
@@ -26,13 +26,10 @@ from fugu.graph.krelation import Formulas
 from fugu.graph.lp import LPModel
 from fugu.graph.patterns import annotations_of, enumerate_pattern
 from fugu.graph.recursive import (
-    LN_DELTA_HAT_BELOW_THETA,
-    LN_DELTA_HAT_MAX,
     find_j,
     recursive_mechanism,
     x_value,
 )
-from fugu.noise import grid_laplace
 from fugu.testing import audit
 
 EPS = 1.0
@@ -129,72 +126,9 @@ def test_g_is_recursive_at_factor_one_for_every_withdrawal(seed: int, pattern: s
             assert g1[i] <= g2[i + 1] + 1e-6, (p, i)
 
 
-# -- privacy audit at g = 1 (the pattern of test_graph_audit.py) ---------------------------------
-GRID = 12
-
-
-def _wheel(rim: int, with_hub: bool) -> nx.Graph:
-    G = nx.cycle_graph(range(1, rim + 1))
-    if with_hub:
-        G.add_edges_from((0, v) for v in range(1, rim + 1))
-    return G
-
-
-def _book(pages: int, with_spine: bool) -> nx.Graph:
-    G = nx.Graph()
-    for w in range(2, pages + 2):
-        G.add_edges_from([(0, w), (1, w)])
-    if with_spine:
-        G.add_edge(0, 1)
-    return G
-
-
-def _pair(kind: str) -> tuple[nx.Graph, nx.Graph]:
-    if kind == "node":  # a hub in 16 triangles, ± the hub
-        d1, d2 = _wheel(16, False), _wheel(16, True)
-    elif kind == "node-2-star":  # a hub that is the centre of C(12, 2) 2-stars, ± the hub
-        d1, d2 = nx.cycle_graph(range(1, 13)), nx.wheel_graph(13)
-        d1.graph["pattern"] = d2.graph["pattern"] = "2-star"
-        kind = "node"
-    else:  # the spine edge closes 12 triangles
-        d1, d2 = _book(12, False), _book(12, True)
-    d1.graph["unit"] = d2.graph["unit"] = kind
-    return d1, d2
-
-
+# -- privacy audit at g = 1 (the audit of test_graph_audit.py: its helpers read params.g_factor) --
 def _ann(G: nx.Graph):
     return annotations_of(enumerate_pattern(G, G.graph.get("pattern", "triangle")), G.graph["unit"])
-
-
-def _sequences(G: nx.Graph, params: RecursiveParameters) -> tuple[int, np.ndarray]:
-    """j (with the library's search at params.g_factor) and H on the budgets 0, 1/GRID, .., |P|."""
-    ann = _ann(G)
-    m = LPModel(ann, g_factor=params.g_factor)
-    j, _ = find_j(m, params)
-    xs = np.arange(ann.n_participants * GRID + 1) / GRID
-    return j, np.array([m.h_value(x) for x in xs])  # type: ignore[arg-type]
-
-
-def _x_of(h: np.ndarray, dh: np.ndarray) -> np.ndarray:
-    xs = np.arange(h.size) / GRID
-    return np.min(h[None, :] + (xs[-1] - xs)[None, :] * dh[:, None], axis=1)
-
-
-def _vectorised(params: RecursiveParameters):
-    def mech(G: nx.Graph, rng: fugu.RandomSource, size: int) -> np.ndarray:
-        j, h = _sequences(G, params)
-        ln_delta = math.log(params.theta) + j * params.beta
-        noisy, _ = grid_laplace(
-            np.full(size, ln_delta), params.beta, params.epsilon1, rng=rng, max_changed=1
-        )
-        ln_dh = np.clip(
-            noisy + params.mu, math.log(params.theta) - LN_DELTA_HAT_BELOW_THETA, LN_DELTA_HAT_MAX
-        )
-        dh = np.exp(ln_dh)
-        z, _ = grid_laplace(np.zeros(size), 1.0, params.epsilon2, rng=rng, max_changed=1)
-        return np.stack([_x_of(h, dh) + z * dh * (1 + 2 * params.tolerance), ln_dh], axis=1)
-
-    return mech
 
 
 def _params(case: str) -> RecursiveParameters:
@@ -206,29 +140,30 @@ def test_vectorised_equals_library_path_at_factor_one(case: str) -> None:
     """The audited draw is the library's: same j and X (to the certified tolerance) at g = 1,
     and j is smaller than at g = 2 on the 2-star wheel (the factor matters there)."""
     params = _params(case)
-    for G in _pair(case):
-        j, h = _sequences(G, params)
+    for G in audit_pair(case):
+        j, h = sequences(G, G.graph["unit"], params)
         ann = _ann(G)
         for seed in range(3):
             _, dh, _, tr = recursive_mechanism(ann, params, fugu.RandomSource(seed=seed))
             assert tr.j == j
             assert tr.x == pytest.approx(
-                float(_x_of(h, np.array([dh]))[0]), abs=params.tolerance * dh + 1e-9
+                float(x_of(h, np.array([dh]), "relaxed")[0]), abs=params.tolerance * dh + 1e-9
             )
         model = LPModel(ann, g_factor=1.0)
         for dh in np.geomspace(0.05, 2 * h[-1] + 1, 20):
-            exact = float(_x_of(h, np.array([dh]))[0])
+            exact = float(x_of(h, np.array([dh]), "relaxed")[0])
             assert x_value(model, dh, 1e-7, "relaxed")[0] == pytest.approx(exact, abs=1e-6)
     p2 = RecursiveParameters.make(EPS, mu=params.mu)
-    j1, j2 = (_sequences(_pair(case)[1], p)[0] for p in (params, p2))
+    hub = audit_pair(case)[1]
+    j1, j2 = (sequences(hub, hub.graph["unit"], p)[0] for p in (params, p2))
     assert j1 < j2 if case == "node-2-star" else j1 == j2  # (3 vs 4; 1 vs 1 on the others)
 
 
 @pytest.mark.parametrize("case", ["node", "edge", "node-2-star"])
 def test_audit_recursive_mechanism_at_factor_one(case: str) -> None:
     params = _params(case)
-    d1, d2 = _pair(case)
-    mech = _vectorised(params)
+    d1, d2 = audit_pair(case)
+    mech = vectorised(params)
     for col in (0, 1):
         res = audit(
             mech, d1, d2, EPS, n_runs=60_000, vectorised=True, statistic=lambda o, c=col: o[:, c]
