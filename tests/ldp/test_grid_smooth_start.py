@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ldp_helpers import exact_grids
 
 import fugu
 from fugu.inference.ldp_post import GridEstimate, cell_values
@@ -27,18 +28,6 @@ def _codes(rho: float) -> tuple[fugu.Domain, np.ndarray]:
     dom = fugu.datasets.synthetic_domain(D, C)
     cols = fugu.datasets.correlated_gaussian(N, D, C, rho=rho, seed=5)
     return dom, np.stack([cols[a] for a in dom.names], 1)
-
-
-def _exact_grids(p, dom, codes):  # type: ignore[no-untyped-def]
-    grids = []
-    for gr in p.groups:
-        e = p.edges(gr)
-        if len(gr) == 1:
-            h = np.histogram(codes[:, gr[0]], bins=e[0])[0].astype(float)
-        else:
-            h = np.histogram2d(codes[:, gr[0]], codes[:, gr[1]], bins=e)[0]
-        grids.append(GridEstimate(tuple(dom.names[a] for a in gr), e, h, 1.0))
-    return grids
 
 
 def _mae(rel, dom, codes, lam: int = 2) -> float:  # type: ignore[no-untyped-def]
@@ -80,7 +69,7 @@ def _flat_release(p, grids):  # type: ignore[no-untyped-def]
 def test_smooth_start_halves_the_pair_error_on_correlated_data() -> None:
     dom, codes = _codes(0.5)
     p = HDG(dom, 2.0, g1=32, g2=4)
-    smooth, flat = _flat_release(p, _exact_grids(p, dom, codes))
+    smooth, flat = _flat_release(p, exact_grids(p, dom, codes))
     e_smooth, e_flat = _mae(smooth, dom, codes), _mae(flat, dom, codes)
     assert e_smooth < 0.5 * e_flat, (e_smooth, e_flat)
     # and the lambda-D answers built on them ("full") improve too
@@ -92,7 +81,7 @@ def test_smooth_start_halves_the_pair_error_on_correlated_data() -> None:
 def test_smooth_start_does_not_hurt_independent_data() -> None:
     dom, codes = _codes(0.0)
     p = HDG(dom, 1.0, g1=16, g2=2)
-    smooth, flat = _flat_release(p, _exact_grids(p, dom, codes))
+    smooth, flat = _flat_release(p, exact_grids(p, dom, codes))
     assert _mae(smooth, dom, codes) <= _mae(flat, dom, codes) * 1.05 + 1e-4
 
 
@@ -100,7 +89,7 @@ def test_smooth_start_does_not_hurt_independent_data() -> None:
 def test_fitted_matrices_keep_boxes_and_margins(cls) -> None:  # type: ignore[no-untyped-def]
     dom, codes = _codes(0.5)
     p = cls(dom, 2.0, g2=4) if cls is TDG else cls(dom, 2.0, g1=16, g2=4)
-    rel = p.release_from_grids(_exact_grids(p, dom, codes), N, p.guarantee(private=False, n=N))
+    rel = p.release_from_grids(exact_grids(p, dom, codes), N, p.guarantee(private=False, n=N))
     for g in rel.grids:
         if len(g.attributes) != 2:
             continue

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ldp_helpers import exact_grids
 
 import fugu
-from fugu.inference.ldp_post import GridEstimate, cell_values
+from fugu.inference.ldp_post import cell_values
 from fugu.ldp import HDG, TDG
 
 N, D, C = 60_000, 4, 64
@@ -24,18 +25,6 @@ def data() -> tuple[fugu.Domain, np.ndarray, fugu.queries.Workload, np.ndarray]:
     cols = fugu.datasets.correlated_gaussian(N, D, C, rho=0.0, seed=3)
     codes = np.stack([cols[a] for a in dom.names], 1)
     return dom, codes
-
-
-def _exact_grids(p: fugu.ldp.grids.GridProtocol, dom: fugu.Domain, codes: np.ndarray) -> list:
-    grids = []
-    for gr in p.groups:
-        e = p.edges(gr)
-        if len(gr) == 1:
-            h = np.histogram(codes[:, gr[0]], bins=e[0])[0].astype(float)
-        else:
-            h = np.histogram2d(codes[:, gr[0]], codes[:, gr[1]], bins=e)[0]
-        grids.append(GridEstimate(tuple(dom.names[a] for a in gr), e, h, 1.0))
-    return grids
 
 
 def _signed_errors(rel, dom, codes, lam):  # type: ignore[no-untyped-def]
@@ -53,7 +42,7 @@ def test_hdg_exact_grids_nearly_unbiased(data, lam) -> None:  # type: ignore[no-
     res = {}
     for how in ("uniform", "pchip"):
         p = HDG(dom, 0.5, g1=8, g2=2, interpolation=how)
-        rel = p.release_from_grids(_exact_grids(p, dom, codes), N, p.guarantee(private=False, n=N))
+        rel = p.release_from_grids(exact_grids(p, dom, codes), N, p.guarantee(private=False, n=N))
         res[how] = _signed_errors(rel, dom, codes, lam)
     # the paper's uniform guess: biased low by about 1 % of n (old behaviour, kept as option)
     assert res["uniform"].mean() < -0.008
@@ -67,7 +56,7 @@ def test_tdg_exact_grids_less_biased(data) -> None:  # type: ignore[no-untyped-d
     res = {}
     for how in ("uniform", "pchip"):
         p = TDG(dom, 2.0, g2=4, interpolation=how)
-        rel = p.release_from_grids(_exact_grids(p, dom, codes), N, p.guarantee(private=False, n=N))
+        rel = p.release_from_grids(exact_grids(p, dom, codes), N, p.guarantee(private=False, n=N))
         res[how] = _signed_errors(rel, dom, codes, 2)
     assert res["uniform"].mean() < -0.04
     assert np.abs(res["pchip"]).mean() * 2 < np.abs(res["uniform"]).mean()
@@ -119,7 +108,7 @@ def test_norm_normalisation_keeps_linear_unbiased_counts(data) -> None:  # type:
     ans = {}
     for how in ("norm", "norm-sub"):
         q = HDG(dom, 0.5, g1=8, g2=2, normalisation=how)
-        r = q.release_from_grids(_exact_grids(q, dom, codes), N, q.guarantee(private=False, n=N))
+        r = q.release_from_grids(exact_grids(q, dom, codes), N, q.guarantee(private=False, n=N))
         ans[how] = np.concatenate([_signed_errors(r, dom, codes, lam) for lam in (1, 2)])
     np.testing.assert_allclose(ans["norm"], ans["norm-sub"], atol=2e-3)
     with pytest.raises(fugu.errors.InvalidParameterError, match="normalisation"):
