@@ -69,7 +69,7 @@ def predict_errors(
     epsilon: float,
     *,
     neighbours: str = "replace",
-    mechanisms: Sequence[str] = MECHANISMS,
+    mechanisms: Sequence[str] | None = None,
     branching: Any = None,
 ) -> dict[str, NDArray[np.float64]]:
     """Per-query noise variance of each mechanism (exact, data-independent).
@@ -78,15 +78,17 @@ def predict_errors(
     ``hierarchical(..., workload=...)`` would be); "privelet" transforms every attribute;
     "privelet+" uses ``plain="auto"`` (omitted when the rule leaves nothing plain or transforms
     nothing, in which case it equals "laplace" or "privelet"). "hat-tree" is predicted for 1-D
-    domains only, planned for this workload; in the default list only up to
-    ``HAT_TREE_AUTO_MAX`` cells (name it in ``mechanisms`` for larger ones).
+    domains only, planned for this workload; with ``mechanisms=None`` (all of
+    :data:`MECHANISMS`) only up to ``HAT_TREE_AUTO_MAX`` cells (name it in ``mechanisms`` for
+    larger ones).
     """
     eps = check_epsilon(epsilon)
     check_neighbours(neighbours)
     b = _bounds(domain, workload)
     delta = 2 if neighbours == "replace" else 1
     out: dict[str, NDArray[np.float64]] = {}
-    for name in mechanisms:
+    capped = mechanisms is None  # the default list predicts the hat tree up to the cap only
+    for name in MECHANISMS if mechanisms is None else mechanisms:
         if name == "laplace":
             vol = np.prod(b[:, :, 1] - b[:, :, 0], axis=1).astype(np.float64)
             out[name] = vol * float(discrete_laplace_variance(delta / eps))
@@ -95,9 +97,7 @@ def predict_errors(
                 domain, b, eps, branching=branching, neighbours=neighbours, workload=b
             )
         elif name == "hat-tree":
-            if domain.ndim == 1 and (
-                mechanisms is not MECHANISMS or domain.size <= HAT_TREE_AUTO_MAX
-            ):
+            if domain.ndim == 1 and (not capped or domain.size <= HAT_TREE_AUTO_MAX):
                 out[name] = hat_tree_variance(
                     domain, b, eps, neighbours=neighbours, plan_for_queries=True
                 )
@@ -139,7 +139,7 @@ def recommend(
     epsilon: float,
     *,
     neighbours: str = "replace",
-    mechanisms: Sequence[str] = MECHANISMS,
+    mechanisms: Sequence[str] | None = None,
 ) -> Recommendation:
     """Recommend the central mechanism with the smallest predicted RMSE on ``workload``.
 
