@@ -65,11 +65,12 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_neighbours, guarantee, start
+from ..mechanism import check_epsilon, check_neighbours, guarantee, start
 from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
 from ..queries import RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta, StateField
+from .hierarchical import hierarchical, hierarchical_variance
 
 __all__ = [
     "hat_tree",
@@ -473,8 +474,6 @@ def hat_tree_variance(
     plan = _measured(
         plan_hat_tree(n, fanout=fanout, shares=shares, neighbours=neighbours, workload=wl)
     )
-    from ..mechanism import check_epsilon
-
     eps = check_epsilon(epsilon)
     sysm = _System(n, plan.strides, _level_variances(plan, eps, delta))
     return sysm.variance(b[:, 0, 0], b[:, 0, 1], delta == 2)
@@ -606,9 +605,6 @@ def hat_tree(
     )
     choice: dict[str, Any] = {"used": "hats", "rule": "requested"}
     if strategy == "auto":
-        from ..mechanism import check_epsilon
-        from .hierarchical import hierarchical, hierarchical_variance
-
         e = check_epsilon(epsilon)
         lo, hi = wl if wl is not None else _sample(n)
         qb = np.stack([lo, hi], axis=1)[:, None, :]
