@@ -400,3 +400,23 @@ def test_dropped_rows_do_not_leave_an_exact_total(mechanism: str) -> None:
         # the event {released total > 7.5} has probability 1 on raw1 and 0 on raw2
         told_apart += abs(sums[0] - 8.0) < 1e-6 and abs(sums[1] - 7.0) < 1e-6
     assert told_apart < 20, "the exact total separates the neighbours in every run"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="budget.py ledger_file: the accountant it yields stays usable after the block has "
+    "written the file and released the lock; a release charged to it later is recorded in "
+    "memory only, so the ledger file never learns of it and other processes can spend that "
+    "epsilon again. Fix: mark the accountant closed in ledger_file's finally (spend/parallel "
+    "then raise LedgerError 'the ledger block has ended; open it again')",
+)
+def test_accountant_of_an_ended_ledger_block_cannot_spend_silently(tmp_path: Any) -> None:
+    path = tmp_path / "l.json"
+    fugu.budget.create_ledger(path, 1.0)
+    with fugu.budget.ledger_file(path) as acct:
+        acct.spend(0.5, "inside the block")
+    try:
+        acct.spend(0.5, "after the block")  # lock released, file already written
+    except fugu.errors.FuguError:
+        return
+    assert fugu.Accountant.load(path).spent == pytest.approx(1.0)
