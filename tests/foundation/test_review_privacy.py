@@ -420,3 +420,45 @@ def test_accountant_of_an_ended_ledger_block_cannot_spend_silently(tmp_path: Any
     except fugu.errors.FuguError:
         return
     assert fugu.Accountant.load(path).spent == pytest.approx(1.0)
+
+
+# == 7. the Recursive Mechanism: j of eq. 11 moves by at most one between neighbours ============
+def _node_ann(G: Any, pattern: str, universe: list[Any]) -> Any:
+    from fugu.graph import Annotations
+    from fugu.graph.patterns import enumerate_pattern
+
+    occ = enumerate_pattern(G, pattern, None)
+    pos = {v: i for i, v in enumerate(universe)}
+    ids = np.array([[pos[occ.nodes[i]] for i in row] for row in occ.occ.tolist()], dtype=np.int64)
+    return Annotations.conjunctions(
+        ids.reshape(-1, occ.occ.shape[1]), None, len(universe), universe
+    )
+
+
+@pytest.mark.parametrize("g_factor", [0.5, 1.0, 2.0, 3.0])
+@pytest.mark.parametrize(("seed", "pattern"), [(0, "triangle"), (1, "triangle"), (2, "2-star")])
+def test_recursive_j_moves_at_most_one_per_withdrawal(
+    g_factor: float, seed: int, pattern: str
+) -> None:
+    """Lemma 1 needs |j(D) − j(D − p)| ≤ 1 (so ln Δ has sensitivity β) for every participant p.
+    Checked through the library's own search (find_j: greedy and dual-bound shortcuts, reduced
+    programs) at several g_factor values, with a small θ and β so that j ranges widely."""
+    import networkx as nx
+
+    from fugu.graph import RecursiveParameters
+    from fugu.graph.lp import LPModel
+    from fugu.graph.recursive import find_j
+
+    G = nx.gnp_random_graph(11, 0.6, seed=seed)
+    params = RecursiveParameters.make(1.0, beta=0.1, theta=0.05, g_factor=g_factor)
+    universe = list(G.nodes)
+    ann = _node_ann(G, pattern, universe)
+    j2, _ = find_j(LPModel(ann, g_factor=g_factor), params)
+    assert j2 > 1  # the case is not trivial
+    for p in universe:
+        G1 = G.copy()
+        G1.remove_node(p)
+        ann1 = _node_ann(G1, pattern, [v for v in universe if v != p])
+        j1, _ = find_j(LPModel(ann1, g_factor=g_factor), params)
+        # D1 = D2 − p has one participant fewer: Δ = θ e^{jβ} may fall by at most one step
+        assert abs(j2 - j1) <= 1, (p, j1, j2)
