@@ -171,7 +171,8 @@ class Budget:
 @dataclass(frozen=True)
 class LedgerEntry:
     """One recorded spend: its ε, what it paid for, when (UTC), the parts of a parallel spend,
-    and, for Blowfish, the policy it was spent under."""
+    for Blowfish the policy it was spent under, and for central DP its neighbour relation
+    (``"replace"`` or ``"add-remove"``; None in ledgers written before fugu recorded it)."""
 
     epsilon: float
     what: str
@@ -179,6 +180,7 @@ class LedgerEntry:
     parts: tuple[str, ...] = ()
     policy: str | None = None
     delta: float = 0.0
+    neighbours: str | None = None
 
 
 @dataclass
@@ -201,6 +203,8 @@ class Accountant:
     total: float | Budget
     ledger: list[LedgerEntry] = field(default_factory=list)
     _lock: Any = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
+    #: set by :func:`ledger_file` when its block ends: later spends would never reach the file
+    _closed: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.total, Budget):
@@ -240,9 +244,16 @@ class Accountant:
         return max(0.0, round(self.budget.epsilon - self.spent, 12))
 
     def check(self, epsilon: float, what: str) -> None:
-        """Raise if spending ``epsilon`` would exceed the total; spend nothing."""
+        """Raise if spending ``epsilon`` would exceed the total; spend nothing.
+
+        The sum of every spend, this one included, is compared with the total (exact sum, with
+        a relative slack of 1e-12 for decimal fractions such as 0.1 + 0.2 + 0.7): a slack per
+        spend would let any number of tiny spends through once the budget is used up.
+        """
         epsilon = check_epsilon(epsilon)
-        if epsilon > self.remaining + _TOL:
+        if math.fsum([*(e.epsilon for e in self.ledger), epsilon]) > self.budget.epsilon * (
+            1 + _TOL
+        ):
             raise BudgetExceededError(
                 f"cannot spend epsilon={epsilon:g} on {what!r}: only {self.remaining:g} of "
                 f"{self.budget.epsilon:g} remains; spend less, or declare a larger total"
@@ -261,17 +272,22 @@ class Accountant:
         model: str | None = None,
         policy: str | None = None,
         delta: float = 0.0,
+        neighbours: str | None = None,
     ) -> None:
         """Record a spend (sequential composition of ε and, for (ε, δ) releases, of δ).
 
         ``policy``: the Blowfish policy of the release (a ``fugu.blowfish.Policy`` or its
-        identifier); a budget tied to another policy refuses it.
+        identifier); a budget tied to another policy refuses it. ``neighbours``: the release's
+        neighbour relation (central DP); a budget already spent under the other one refuses it.
         """
         policy = _policy_text(policy)
         self._check_model(model, policy)
         delta = _check_delta(delta, "delta", InvalidParameterError)
+        neighbours = _check_neighbours_text(neighbours)
         with self._lock:
+            self._check_open()
             self._check_common_policy(policy)
+            self._check_common_neighbours(neighbours)
             self.check(epsilon, what)
             if delta and self.spent_delta + delta > self.budget.delta * (1 + 1e-12):
                 raise BudgetExceededError(
@@ -281,7 +297,14 @@ class Accountant:
                     "'fugu ledger init --delta')"
                 )
             self.ledger.append(
-                LedgerEntry(float(epsilon), str(what), _now(), policy=policy, delta=delta)
+                LedgerEntry(
+                    float(epsilon),
+                    str(what),
+                    _now(),
+                    policy=policy,
+                    delta=delta,
+                    neighbours=neighbours,
+                )
             )
 
     def parallel(
@@ -292,6 +315,7 @@ class Accountant:
         disjoint_by: str,
         model: str | None = None,
         policy: str | None = None,
+        neighbours: str | None = None,
     ) -> None:
         """Record releases on disjoint parts of the data: they cost ``max(epsilons)``.
 
@@ -308,11 +332,49 @@ class Accountant:
         label = f"parallel ({disjoint_by}): " + ", ".join(what)
         policy = _policy_text(policy)
         self._check_model(model, policy)
+        neighbours = _check_neighbours_text(neighbours)
         with self._lock:
+            self._check_open()
             self._check_common_policy(policy)
+            self._check_common_neighbours(neighbours)
             self.check(eps, label)
             self.ledger.append(
-                LedgerEntry(eps, label, _now(), tuple(str(w) for w in what), policy=policy)
+                LedgerEntry(
+                    eps,
+                    label,
+                    _now(),
+                    tuple(str(w) for w in what),
+                    policy=policy,
+                    neighbours=neighbours,
+                )
+            )
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise LedgerError(
+                f"the ledger block of {self._closed!r} has ended: this accountant was yielded by "
+                "ledger_file and a spend now would never reach the file (and another process "
+                "could spend the same epsilon); open the ledger again with "
+                "'with fugu.budget.ledger_file(path) as acct:' and spend inside the block"
+            )
+
+    def _check_common_neighbours(self, neighbours: str | None) -> None:
+        """Central-DP spends compose sequentially only under one neighbour relation.
+
+        An ε add/remove release is only 2ε-DP under replace-one, and a replace-one release (which
+        may use the exact n) has no add/remove guarantee at all, so summing the two ε would state
+        a guarantee neither relation gives. The first recorded relation ties the budget.
+        """
+        if neighbours is None:
+            return
+        used = {e.neighbours for e in self.ledger if e.neighbours is not None}
+        if used and neighbours not in used:
+            raise InvalidParameterError(
+                f"this budget has been spent on releases with neighbours={sorted(used)[0]!r}; a "
+                f"release with neighbours={neighbours!r} does not compose with them (an "
+                "add/remove epsilon is twice that under replace-one, and replace-one gives no "
+                "add/remove guarantee): make every release with one neighbour relation, or keep "
+                "one ledger per relation"
             )
 
     def _check_model(self, model: str | None, policy: str | None) -> None:
@@ -392,7 +454,7 @@ class Accountant:
                 {
                     k: v
                     for k, v in {**asdict(e), "parts": list(e.parts)}.items()
-                    if not (k == "policy" and v is None or k == "delta" and not v)
+                    if not (k in ("policy", "neighbours") and v is None or k == "delta" and not v)
                 }
                 for e in self.ledger
             ],
@@ -480,7 +542,7 @@ class Accountant:
             if not isinstance(e, Mapping):
                 raise bad(f"entry {i} must be an object, got {type(e).__name__}")
             missing = {"epsilon", "what", "time"} - set(e)
-            unknown = set(e) - {"epsilon", "what", "time", "parts", "policy", "delta"}
+            unknown = set(e) - {"epsilon", "what", "time", "parts", "policy", "delta", "neighbours"}
             if missing or unknown:
                 raise bad(
                     f"entry {i} needs fields epsilon, what, time (optional parts, policy); "
@@ -497,8 +559,16 @@ class Accountant:
             if entry_policy is not None and not isinstance(entry_policy, str):
                 raise bad(f"entry {i} 'policy' must be a string or null, got {entry_policy!r}")
             entry_delta = _check_delta(e.get("delta", 0.0), f"entry {i} delta", bad)
+            entry_nb = e.get("neighbours")
+            if entry_nb is not None and entry_nb not in NEIGHBOUR_RELATIONS:
+                raise bad(
+                    f"entry {i} 'neighbours' must be one of {list(NEIGHBOUR_RELATIONS)} or null, "
+                    f"got {entry_nb!r}"
+                )
             ledger.append(
-                LedgerEntry(eps, e["what"], e["time"], tuple(parts), entry_policy, entry_delta)
+                LedgerEntry(
+                    eps, e["what"], e["time"], tuple(parts), entry_policy, entry_delta, entry_nb
+                )
             )
         total_delta = _check_delta(b.get("delta", 0.0), "budget delta", bad)
         acct = cls(Budget(total, model=model, policy=policy, delta=total_delta))
@@ -536,6 +606,18 @@ class Accountant:
             for e in self.ledger
         ]
         return "\n".join(lines)
+
+
+#: The central-DP neighbour relations a ledger entry may record (see ``fugu.mechanism``).
+NEIGHBOUR_RELATIONS = ("replace", "add-remove")
+
+
+def _check_neighbours_text(neighbours: object) -> str | None:
+    if neighbours is None or neighbours in NEIGHBOUR_RELATIONS:
+        return neighbours  # type: ignore[return-value]
+    raise InvalidParameterError(
+        f"neighbours must be one of {list(NEIGHBOUR_RELATIONS)} or None, got {neighbours!r}"
+    )
 
 
 def _reject_constant(name: str) -> Any:
@@ -710,6 +792,7 @@ def ledger_file(
         try:
             yield acct
         finally:
+            acct._closed = str(p)  # spends after the block would never reach the file
             if acct.ledger != before or rebound:
                 acct.save(p)
 

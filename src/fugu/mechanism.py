@@ -27,6 +27,29 @@ def check_neighbours(neighbours: str) -> str:
     return neighbours
 
 
+def total_is_public(neighbours: str, hist: Any) -> bool:
+    """Whether a histogram's total n may be used exactly (released without noise).
+
+    Replace-one neighbours keep the number of records, so n is public under them, unless the
+    histogram dropped records (``out_of_domain="drop"``): replacing a record by an out-of-domain
+    value then removes it from the counts, so the counted total differs between neighbours and
+    is private. Add/remove neighbours never make n public.
+
+    >>> import fugu
+    >>> dom = fugu.Domain([fugu.Ordinal("age", 0, 3)])
+    >>> kept = fugu.Histogram.from_records({"age": [0, 1, 3]}, dom)
+    >>> dropped = fugu.Histogram.from_records({"age": [0, 1, 9]}, dom, out_of_domain="drop")
+    >>> total_is_public("replace", kept), total_is_public("replace", dropped)
+    (True, False)
+    >>> total_is_public("add-remove", kept)
+    False
+    """
+    if check_neighbours(neighbours) != "replace":
+        return False
+    options = getattr(hist, "data_options", None) or {}
+    return options.get("out_of_domain") != "drop"
+
+
 def epsilon_range(sensitivity: float = 1.0, splits: int = 1) -> tuple[float, float]:
     """The ε range a mechanism can compute with: ``(low, high)``.
 
@@ -121,18 +144,21 @@ def start(
     sensitivity: float = 1.0,
     splits: int = 1,
     delta: float = 0.0,
+    neighbours: str | None = None,
 ) -> tuple[float, RandomSource]:
     """Validate ε, resolve the random source and charge the accountant (before touching data).
 
     ε is checked by :func:`check_epsilon_range` with ``sensitivity`` and ``splits`` (how many
     parts the mechanism divides ε into), so a too-small ε is refused, naming the working range,
     before anything is planned or spent. ``delta`` > 0 marks an (ε, δ) mechanism: the accountant
-    must have a δ total to spend it from.
+    must have a δ total to spend it from. ``neighbours`` (central DP: ``"replace"`` or
+    ``"add-remove"``) is recorded with the spend; a budget spent under the other relation
+    refuses it (the two ε do not add up to a guarantee under either).
     """
     eps = check_epsilon_range(epsilon, mechanism=what, sensitivity=sensitivity, splits=splits)
     source = default_source(rng)
     if accountant is not None:
-        accountant.spend(eps, what, model=model, policy=policy, delta=delta)
+        accountant.spend(eps, what, model=model, policy=policy, delta=delta, neighbours=neighbours)
     return eps, source
 
 

@@ -12,10 +12,11 @@ own constants:
   charged to the accountant and stated in the guarantee, and the accountant must be charged once;
 * **ledger arithmetic**: the accountant must never record more than its total.
 
-Tests that expose a bug are marked ``xfail(strict=True)`` with the reason (the fix belongs to the
-lead): they fail today and will turn into an unexpected pass — a failure — once it is fixed, so
-whoever fixes it removes the marker. Nothing here is statistical: every check is exact, so the
-false-failure rate is 0.
+Four bugs this review found are fixed, and their tests (sections 5 and 6) failed before the
+fix: an exhausted accountant accepted unlimited spends of 1e-12; one central ledger summed
+replace-one and add/remove ε; the "public" total was released exactly after
+``out_of_domain="drop"``; an accountant yielded by ``ledger_file`` kept spending after its block.
+Nothing here is statistical: every check is exact, so the false-failure rate is 0.
 """
 
 from __future__ import annotations
@@ -319,12 +320,6 @@ def test_kmeans_draws_spend_at_most_the_stated_epsilon(
 
 
 # == 5. the accountant ==========================================================================
-@pytest.mark.xfail(
-    strict=True,
-    reason="budget.py Accountant.check compares epsilon > remaining + 1e-12: once the budget is "
-    "spent, every spend <= 1e-12 still passes, without limit (fix: refuse when "
-    "spent + epsilon > total * (1 + 1e-12), an absolute slack on the total, not per spend)",
-)
 def test_an_exhausted_accountant_refuses_every_further_spend() -> None:
     acct = fugu.Accountant(1.0)
     acct.spend(1.0, "everything")
@@ -339,15 +334,6 @@ def test_an_exhausted_accountant_refuses_every_further_spend() -> None:
     assert refused >= 999
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the central-dp ledger does not record the neighbour relation: a replace-one ε1 and "
-    "an add/remove ε2 release are summed as ε1 + ε2, but together they are only (ε1 + 2ε2)-DP "
-    "under replace-one (add/remove ε ⇒ replace 2ε) and have no add/remove guarantee at all "
-    "(the replace-one release uses the exact n). Fix: give Budget a neighbours field (or refuse "
-    "a second relation, as _check_common_policy does for Blowfish policies) and pass "
-    "neighbours through mechanism.start",
-)
 def test_one_central_budget_does_not_mix_neighbour_relations() -> None:
     dom = _dom1(16)
     hist = fugu.Histogram(np.arange(16), dom)
@@ -364,16 +350,6 @@ def test_one_central_budget_does_not_mix_neighbour_relations() -> None:
 
 
 # == 6. the "public" total after out_of_domain="drop" ===========================================
-@pytest.mark.xfail(
-    strict=True,
-    reason="under replace-one neighbours hat_tree, hierarchical and privelet release the "
-    "histogram total n exactly (no noise: 'n is public'), but with out_of_domain='drop' the "
-    "total counts only the in-domain records, so replacing one record by an out-of-domain value "
-    "changes it by 1 and the release tells the two apart with probability 1 (epsilon = infinity "
-    "on that pair). Fix: treat the total as public only when neighbours == 'replace' and "
-    "hist.data_options.get('out_of_domain') != 'drop' (else: no total constraint, Privelet "
-    "noises its base with sensitivity 2*rho), or refuse 'drop' with replace-one neighbours",
-)
 @pytest.mark.parametrize("mechanism", ["hat_tree", "hierarchical", "privelet"])
 def test_dropped_rows_do_not_leave_an_exact_total(mechanism: str) -> None:
     dom = _dom1(8)
@@ -402,14 +378,41 @@ def test_dropped_rows_do_not_leave_an_exact_total(mechanism: str) -> None:
     assert told_apart < 20, "the exact total separates the neighbours in every run"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="budget.py ledger_file: the accountant it yields stays usable after the block has "
-    "written the file and released the lock; a release charged to it later is recorded in "
-    "memory only, so the ledger file never learns of it and other processes can spend that "
-    "epsilon again. Fix: mark the accountant closed in ledger_file's finally (spend/parallel "
-    "then raise LedgerError 'the ledger block has ended; open it again')",
-)
+@pytest.mark.parametrize("mechanism", ["hat_tree", "hierarchical", "privelet"])
+def test_dropped_rows_make_the_total_private(mechanism: str) -> None:
+    """The fix itself: no exact-total step and (Privelet) a noised base after 'drop'."""
+    dom = _dom1(8)
+    fn = getattr(fugu.central, mechanism)
+    extra: dict[str, Any] = {"plain": None} if mechanism == "privelet" else {}
+    raw = {"x": [0, 1, 2, 3, 4, 5, 6, 99]}
+    dropped = fugu.Histogram.from_records(raw, dom, out_of_domain="drop")
+    kept = fugu.Histogram.from_records({"x": raw["x"][:7]}, dom)
+    rel_d = fn(dropped, 1.0, rng=fugu.RandomSource(seed=3), **extra)
+    rel_k = fn(kept, 1.0, rng=fugu.RandomSource(seed=3), **extra)
+    p_d, p_k = rel_d.guarantee.parameters, rel_k.guarantee.parameters
+    if mechanism == "privelet":
+        assert p_d["base_coefficient"] == "noised"
+        assert p_k["base_coefficient"].startswith("public total")
+        assert rel_d.guarantee.sensitivity > rel_k.guarantee.sensitivity
+    else:
+        assert p_d["total"] == "not used" and p_k["total"].startswith("public n")
+        assert abs(float(rel_k.counts.sum()) - 7.0) < 1e-6
+
+
+@pytest.mark.parametrize("mechanism", ["ordered", "ordered_hierarchical", "laplace"])
+def test_blowfish_refuses_dropped_rows_without_bottom(mechanism: str) -> None:
+    """Without ⊥ a Blowfish policy keeps n public (C_k = n exactly, move-only sensitivities):
+    a histogram that dropped records is refused; with ⊥ (presence protected) it is accepted."""
+    from fugu.blowfish import Policy
+
+    dom = _dom1(8)
+    hist = fugu.Histogram.from_records({"x": [0, 1, 2, 99]}, dom, out_of_domain="drop")
+    fn = getattr(fugu.blowfish, mechanism)
+    with pytest.raises(fugu.errors.PolicyError, match="out_of_domain='drop'"):
+        fn(hist, 1.0, Policy.line(dom), rng=fugu.RandomSource(seed=1))
+    fn(hist, 1.0, Policy.line(dom).with_bottom(), rng=fugu.RandomSource(seed=1))
+
+
 def test_accountant_of_an_ended_ledger_block_cannot_spend_silently(tmp_path: Any) -> None:
     path = tmp_path / "l.json"
     fugu.budget.create_ledger(path, 1.0)
@@ -420,6 +423,24 @@ def test_accountant_of_an_ended_ledger_block_cannot_spend_silently(tmp_path: Any
     except fugu.errors.FuguError:
         return
     assert fugu.Accountant.load(path).spent == pytest.approx(1.0)
+
+
+def test_ledger_file_records_the_neighbour_relation(tmp_path: Any) -> None:
+    """The relation is written with each central spend and a later process refuses the other."""
+    path = tmp_path / "l.json"
+    fugu.budget.create_ledger(path, 1.0)
+    hist = fugu.Histogram(np.arange(16), _dom1(16))
+    with fugu.budget.ledger_file(path) as acct:
+        fugu.central.laplace(
+            hist, 0.25, neighbours="add-remove", accountant=acct, rng=fugu.RandomSource(seed=1)
+        )
+    assert fugu.Accountant.load(path).ledger[0].neighbours == "add-remove"
+    with (
+        fugu.budget.ledger_file(path) as acct,
+        pytest.raises(fugu.errors.InvalidParameterError, match="neighbours='add-remove'"),
+    ):
+        fugu.central.hat_tree(hist, 0.25, accountant=acct, rng=fugu.RandomSource(seed=2))
+    assert fugu.Accountant.load(path).spent == pytest.approx(0.25)
 
 
 # == 7. the Recursive Mechanism: j of eq. 11 moves by at most one between neighbours ============

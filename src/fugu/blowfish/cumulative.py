@@ -419,7 +419,7 @@ def check_ordered_input(hist: Any, policy: Any, what: str) -> tuple[Any, Any]:
     from ..domain import Ordinal
     from ..errors import InvalidTypeError, PolicyError
     from ..histogram import require_histogram
-    from .policy import Policy
+    from .policy import Policy, check_counted_records
 
     hist = require_histogram(hist)
     if not isinstance(policy, Policy):
@@ -438,4 +438,5 @@ def check_ordered_input(hist: Any, policy: Any, what: str) -> tuple[Any, Any]:
             f"the policy is defined on {policy.domain!r} but the histogram on {dom!r}; build the "
             f"policy on the histogram's domain"
         )
+    check_counted_records(hist, policy, what)
     return hist, policy

@@ -667,6 +667,7 @@ class KMeans:
             f"k-means (k={k}, {iters} iterations)",
             model=model,
             policy=label,
+            neighbours="replace" if model == "central-dp" else None,
         )
         rule = _cell_rule(graph, grid)
         encoded = kind == "memory"

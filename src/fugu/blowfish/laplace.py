@@ -44,7 +44,7 @@ from ..release import CubeRelease, Guarantee, Release
 from ..release_state import Array, Meta
 from ._eps import NoisePart, check_noise_epsilon
 from .ordered import blowfish_neighbours
-from .policy import Policy
+from .policy import Policy, check_counted_records
 from .sensitivity import Coarsening, HistogramQuery, _normalise, query_matrix, sensitivity
 
 __all__ = ["laplace", "LinearRelease"]
@@ -117,6 +117,7 @@ def laplace(
         raise PolicyError(
             f"the policy is defined on {policy.domain!r} but the histogram on {hist.domain!r}"
         )
+    check_counted_records(hist, policy, "Blowfish Laplace mechanism")
     if isinstance(query, str) and query == "blocks":
         q: Any = Coarsening(policy.block_ids())
     else:

@@ -98,7 +98,14 @@ from .policy_edges import (
 )
 from .policy_edges import partition_block_ids as partition_block_ids  # kept importable here
 
-__all__ = ["Policy", "parse_policy", "is_policy_identifier", "KINDS", "BOTTOM"]
+__all__ = [
+    "Policy",
+    "check_counted_records",
+    "parse_policy",
+    "is_policy_identifier",
+    "KINDS",
+    "BOTTOM",
+]
 
 KINDS = ("full", "attribute", "partition", "distance", "explicit")
 
@@ -666,6 +673,35 @@ class Policy:
 # ----------------------------------------------------------------------------------------------
 # parsing
 # ----------------------------------------------------------------------------------------------
+def check_counted_records(hist: Any, policy: Policy, what: str) -> None:
+    """Refuse a histogram that dropped records when the policy keeps n public (no ⊥).
+
+    Without ⊥ a Blowfish neighbour moves a record along an edge, so the number of records is
+    public and the mechanisms use it exactly (the cumulative count ``C_k = n``, sensitivities of
+    moves only). A histogram built with ``out_of_domain="drop"`` counts only the records inside
+    the domain: a record moved outside it vanishes from the counts, a change no edge describes.
+
+    >>> import fugu
+    >>> from fugu.blowfish import Policy
+    >>> dom = fugu.Domain([fugu.Ordinal("age", 0, 3)])
+    >>> hist = fugu.Histogram.from_records({"age": [0, 1, 9]}, dom, out_of_domain="drop")
+    >>> check_counted_records(hist, Policy.line(dom).with_bottom(), "Ordered Mechanism")
+    >>> check_counted_records(hist, Policy.line(dom), "Ordered Mechanism")
+    Traceback (most recent call last):
+    ...
+    fugu.errors.PolicyError: hist was built with out_of_domain='drop', ...
+    """
+    options = getattr(hist, "data_options", None) or {}
+    if options.get("out_of_domain") == "drop" and not policy.bottom:
+        raise PolicyError(
+            f"hist was built with out_of_domain='drop', but the {what} under policy "
+            f"{policy.description!r} (no ⊥) treats the number of records as public, and a record "
+            "moved out of the domain would silently leave the counts; use the policy with ⊥ "
+            "(policy.with_bottom(), or SPEC+bottom on the command line), or build the histogram "
+            "with out_of_domain='error' or 'clip'"
+        )
+
+
 def parse_policy(text: str, domain: Domain) -> Policy:
     """Parse a policy string.
 

@@ -65,7 +65,7 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_epsilon, check_neighbours, guarantee, start
+from ..mechanism import check_epsilon, check_neighbours, guarantee, start, total_is_public
 from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
 from ..queries import RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
@@ -612,7 +612,7 @@ def hat_tree(
             np.mean(hierarchical_variance(dom, qb, e, neighbours=neighbours, workload=workload))
         )
         sysm0 = _System(n, plan.strides, _level_variances(plan, e, delta))
-        hat_mse = float(np.mean(sysm0.variance(lo, hi, delta == 2)))
+        hat_mse = float(np.mean(sysm0.variance(lo, hi, total_is_public(neighbours, hist))))
         choice = {
             "used": "hats" if hat_mse < tree_mse else "tree",
             "rule": "lower exact expected error on the workload (sample)",
@@ -625,12 +625,14 @@ def hat_tree(
             params = {**rel.guarantee.parameters, "strategy": choice}
             rel.guarantee = dataclasses.replace(rel.guarantee, parameters=params)
             return rel
-    eps, source = start(epsilon, rng, accountant, "hat tree")
+    eps, source = start(
+        epsilon, rng, accountant, "hat tree", neighbours=check_neighbours(neighbours)
+    )
     noisy = [y[0] for y in measure(hist.counts.reshape(1, -1), plan, eps, delta, source)]
     level_var = _level_variances(plan, eps, delta)
     sysm = _System(n, plan.strides, level_var)
     est = sysm.estimate(noisy)
-    total_known = delta == 2
+    total_known = total_is_public(neighbours, hist)
     post: tuple[str, ...] = ("weighted least squares (exact BLUE)",)
     if total_known:
         n_total = float(np.sum(hist.counts, dtype=np.int64))

@@ -76,7 +76,7 @@ from ..inference.tree import (
     range_variance,
     tree_height,
 )
-from ..mechanism import check_neighbours, guarantee, start
+from ..mechanism import check_neighbours, guarantee, start, total_is_public
 from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
 from ..queries import PrefixSums, RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
@@ -774,7 +774,9 @@ def hierarchical(
             "nonnegative=True clamps the consistent cells; it needs consistency=True"
         )
     trees, plan = plan_trees(dom, branching, budget, flat, workload=workload, neighbours=neighbours)
-    eps, source = start(epsilon, rng, accountant, "hierarchical cube")
+    eps, source = start(
+        epsilon, rng, accountant, "hierarchical cube", neighbours=check_neighbours(neighbours)
+    )
     layout: NDArray[Any] = np.asarray(hist.counts, dtype=np.int64)
     for ax, t in enumerate(trees):
         layout = _to_layout(layout, ax, t)
@@ -784,7 +786,7 @@ def hierarchical(
     sens = float(delta * n_measured) if len(shares) == 1 else None
     noisy = _noise_layout(layout, trees, eps, delta, source)
     del layout
-    total_known = delta == 2 and consistency
+    total_known = total_is_public(neighbours, hist) and consistency
     post: tuple[str, ...] = ()
     if consistency:
         est = noisy

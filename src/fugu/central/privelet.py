@@ -58,7 +58,7 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_neighbours, guarantee, start
+from ..mechanism import check_neighbours, guarantee, start, total_is_public
 from ..noise import GridNoise, RandomSource, grid_laplace
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee
@@ -142,17 +142,25 @@ def _delta(neighbours: str) -> int:
     return 2 if check_neighbours(neighbours) == "replace" else 1
 
 
-def public_base(transforms: list[AxisTransform], neighbours: str) -> bool:
-    """True when the all-base coefficient is the public total: replace-one, nothing plain."""
-    return _delta(neighbours) == 2 and all(
-        not isinstance(t, IdentityTransform) or t.n == 1 for t in transforms
+def public_base(
+    transforms: list[AxisTransform], neighbours: str, total_public: bool = True
+) -> bool:
+    """True when the all-base coefficient is the public total: replace-one, nothing plain, and
+    the total public (``total_public``: no records dropped, see
+    :func:`fugu.mechanism.total_is_public`)."""
+    return (
+        total_public
+        and _delta(neighbours) == 2
+        and all(not isinstance(t, IdentityTransform) or t.n == 1 for t in transforms)
     )
 
 
-def coefficient_sensitivity(transforms: list[AxisTransform], neighbours: str) -> float:
+def coefficient_sensitivity(
+    transforms: list[AxisTransform], neighbours: str, total_public: bool = True
+) -> float:
     """Weighted L1 sensitivity of the noised coefficients: δρ, or 2(ρ − 1) with a public base."""
     rho = generalized_sensitivity(transforms)
-    if public_base(transforms, neighbours):
+    if public_base(transforms, neighbours, total_public):
         return 2.0 * (rho - 1.0)
     return _delta(neighbours) * rho
 
@@ -387,9 +395,12 @@ def privelet(
     plain_names = _resolve_plain(dom, plain)
     transforms = [transform_for(a, a.name in plain_names) for a in dom.attributes]
     rho = generalized_sensitivity(transforms)
-    exact_base = public_base(transforms, neighbours)
-    sens = coefficient_sensitivity(transforms, neighbours)
-    eps, source = start(epsilon, rng, accountant, "privelet cube")
+    total_public = total_is_public(neighbours, hist)
+    exact_base = public_base(transforms, neighbours, total_public)
+    sens = coefficient_sensitivity(transforms, neighbours, total_public)
+    eps, source = start(
+        epsilon, rng, accountant, "privelet cube", neighbours=check_neighbours(neighbours)
+    )
     coef = np.ascontiguousarray(hn_forward(hist.counts.astype(np.float64), transforms))
     weights = hn_weights(transforms)
     # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
