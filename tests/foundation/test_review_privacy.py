@@ -319,6 +319,22 @@ def test_kmeans_draws_spend_at_most_the_stated_epsilon(
     assert sum(p["epsilon_per_iteration"]) + p["epsilon_init"] <= stated * (1 + 1e-12)
 
 
+def test_kmeans_with_bottom_does_not_refuse_on_the_private_n() -> None:
+    """With ⊥ n is private: k > n must not be refused (the error would reveal n < k); without ⊥
+    (n public) the refusal stays."""
+    few = PTS[:2]
+    km = fugu.blowfish.KMeans(
+        n_clusters=3,
+        epsilon=1.0,
+        policy="distance:theta=3+bottom",
+        domain=SQ,
+        rng=fugu.RandomSource(seed=1),
+    ).fit(few)
+    assert km.cluster_centers_.shape == (3, 2)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="exceeds the number of points"):
+        fugu.blowfish.KMeans(n_clusters=3, epsilon=1.0, domain=SQ).fit(few)
+
+
 # == 5. the accountant ==========================================================================
 def test_an_exhausted_accountant_refuses_every_further_spend() -> None:
     acct = fugu.Accountant(1.0)

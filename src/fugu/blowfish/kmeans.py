@@ -510,7 +510,9 @@ class KMeans:
         graph: SecretGraph,
     ) -> tuple[int, int, list[float], float, KMeansPlan, float]:
         k = check_positive_int(self.n_clusters, "n_clusters", 1)
-        if k > n:
+        # only when n is public: with ⊥ in the policy n is private, and refusing k > n would
+        # tell whoever sees the error whether n < k (the release itself does not need k <= n)
+        if n_public and k > n:
             raise InvalidParameterError(
                 f"n_clusters={k} exceeds the number of points n={n}; use k <= n"
             )
