@@ -1,0 +1,126 @@
+"""Second independent privacy and budget review: local DP, graph baselines, Blowfish under
+constraints, data paths (engines, saved releases).
+
+Every test recomputes a privacy claim from first principles instead of trusting the module's
+own constants. Tests marked ``xfail(strict=True)`` demonstrate a bug found by this review (they
+fail on the current code, so the suite stays green; the fix turns them into XPASS, which fails
+the run until the marker is removed). Unless a test says otherwise it is exact (brute force over
+every neighbouring pair of a small input, or the exact output distribution), so its
+false-failure rate is 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import fugu
+
+KARWA = importlib.import_module("fugu.graph.karwa")
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[dict[str, Any]]:
+    """Record every call of ``module.name`` (a noise sampler) with its arguments."""
+    calls: list[dict[str, Any]] = []
+    real: Callable[..., Any] = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append({"args": args, "kwargs": kwargs})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+# == 1. graph baselines: Karwa et al. k-triangles =================================================
+def _dlap_pmf(ys: np.ndarray, centre: float, scale: float) -> np.ndarray:
+    """Exact pmf of centre + discrete Laplace(scale) on the integers ys."""
+    return math.tanh(1 / (2 * scale)) * np.exp(-np.abs(ys - centre) / scale)
+
+
+def _hockey_stick(x1: int, s1: float, x2: int, s2: float, eps: float) -> float:
+    """max over both orders of sum_y max(0, P1(y) − e^ε P2(y)): the smallest δ for which the
+    pair is (ε, δ)-indistinguishable (tails beyond ±20,000 are below 1e-300 here)."""
+    ys = np.arange(min(x1, x2) - 20_000, max(x1, x2) + 20_000, dtype=np.float64)
+    p1, p2 = _dlap_pmf(ys, x1, s1), _dlap_pmf(ys, x2, s2)
+    e = math.exp(eps)
+    return max(float(np.maximum(p1 - e * p2, 0).sum()), float(np.maximum(p2 - e * p1, 0).sum()))
+
+
+def _release_scale(monkeypatch: pytest.MonkeyPatch, G: nx.Graph, **kw: Any) -> tuple[int, float]:
+    """(exact count, discrete-Laplace scale really passed to the sampler) of one karwa release."""
+    calls = _spy(monkeypatch, KARWA, "discrete_laplace")
+    counted: list[int] = []
+    real = KARWA.ktriangle_count_and_scale
+
+    def spy_count(*args: Any, **kwargs: Any) -> tuple[int, float]:
+        out = real(*args, **kwargs)
+        counted.append(int(out[0]))
+        return out  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(KARWA, "ktriangle_count_and_scale", spy_count)
+    fugu.graph.count(G, unit="edge", mechanism="karwa", rng=fugu.RandomSource(seed=0), **kw)
+    (call,) = calls
+    return counted[0], float(np.asarray(call["args"][0]).reshape(-1)[0])
+
+
+def _five_node(edges: list[tuple[int, int]]) -> nx.Graph:
+    G = nx.empty_graph(5)
+    G.add_edges_from(edges)
+    return G
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review2 bug: karwa k-triangle with k=1 counts 3T (each triangle once per edge) but "
+    "caps its smooth bound at the pattern's GS n-2 (the GS of T): smoothness fails, delta 0.10 "
+    "instead of 1e-6 at eps=1 on two 5-node neighbours",
+)
+def test_karwa_one_triangle_is_eps_delta_dp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two neighbouring 5-node graphs (edge 0-2 removed), k = 1, ε = 1, δ = 1e-6: the exact
+    hockey-stick divergence of the two output distributions, with the count and scale the
+    release really uses, must not exceed δ. Found by brute force over all 1,024 graphs on 5
+    nodes and their 10,240 edge flips (k = 2 and k = 3 stay below 1.4e-10 there; k = 1 reaches
+    0.104 on this pair: the smallest ε with δ ≤ 1e-6 is about 12.6)."""
+    g1 = _five_node([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)])  # triangles 012, 013
+    g2 = _five_node([(0, 1), (0, 3), (1, 2), (1, 3)])  # triangle 013 only
+    kw = {"pattern": "k-triangle", "epsilon": 1.0, "k": 1, "delta": 1e-6}
+    x1, s1 = _release_scale(monkeypatch, g1, **kw)
+    monkeypatch.undo()
+    x2, s2 = _release_scale(monkeypatch, g2, **kw)
+    assert (x1, x2) == (6, 3)  # 3 × the triangle count: each triangle once per edge
+    assert _hockey_stick(x1, s1, x2, s2, 1.0) <= 1e-6
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_karwa_k_triangle_brute_force_five_nodes(k: int) -> None:
+    """k = 2, 3: the (ε, δ) claim holds on every edge flip of every 5-node graph (exact
+    hockey-stick divergence with the count and the scale of ``ktriangle_count_and_scale``).
+    Sub-sampled to every 13th graph to keep the run short (all 1,024 checked by the review:
+    worst δ 1.3e-10 at k = 2, 1.5e-12 at k = 3, against δ = 1e-6)."""
+    n, eps, delta = 5, 1.0, 1e-6
+    alpha, beta, _, _ = KARWA.ktriangle_parameters(eps, delta, n, k)
+    gs = float(KARWA.global_sensitivity("k-triangle", "edge", n=n, k=k))
+    pairs = list(itertools.combinations(range(n), 2))
+    cache: dict[int, tuple[int, float]] = {}
+
+    def stat(mask: int) -> tuple[int, float]:
+        if mask not in cache:
+            G = _five_node([p for i, p in enumerate(pairs) if mask >> i & 1])
+            cache[mask] = KARWA.ktriangle_count_and_scale(G, k, alpha, beta, gs)
+        return cache[mask]
+
+    worst = 0.0
+    for m in range(0, 1 << len(pairs), 13):
+        x1, s1 = stat(m)
+        for i in range(len(pairs)):
+            x2, s2 = stat(m ^ (1 << i))
+            worst = max(worst, _hockey_stick(x1, s1, x2, s2, eps))
+    assert worst <= delta
