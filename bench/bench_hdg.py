@@ -25,7 +25,8 @@ Two parts (run ``python bench/bench_hdg.py``; ``--quick`` for a small run; ``--p
 * ``estimators`` — the λ-D estimators "full", "in-in" and the default "auto" side by side
   (issue 15.3), TDG and HDG, correlated Gaussian (ρ = 0.5 and 0) and Laplace data, n = 10^6,
   d = 6, c = 64, ε ∈ {0.2, 0.5, 1, 2}, λ = 3, 4, answers from the same releases; prints
-  auto / the better estimator per cell and the worst and mean ratio per method.
+  the weight on "full" and HDG's cut-cell error of the first release, auto / the better
+  estimator per cell and the worst and mean ratio per method.
 * ``file`` — HDG aggregation of the same OUE reports in memory and from a Parquet report file
   (numpy and DuckDB engines), with the ratio file / in memory (issue 16 item 4: target ≤ 2).
   Bit-vector columns cross the engine boundary as one buffer (``(n, w)`` uint8 view of the
@@ -408,7 +409,7 @@ def run_estimators(quick: bool, n: int | None, seeds: int) -> None:
     print(f"\n# lambda-D estimators, n = {n:,}, d = {d}, c = {c}, 100 queries per lambda "
           f"(omega = 0.5), MAE / n over {seeds} release(s), the same for all three")  # fmt: skip
     print(f"{'method':>6} {'data':>14} {'eps':>4} {'lam':>3} {'full':>8} {'in-in':>8} "
-          f"{'auto':>8} {'w_full':>6} {'auto/better':>11}")  # fmt: skip
+          f"{'auto':>8} {'w_full':>6} {'cut':>6} {'auto/better':>11}")  # fmt: skip
     ratios: dict[str, list[float]] = {}
     for data, gen, kw in (
         ("gaussian 0.5", correlated_gaussian, {"rho": 0.5}),
@@ -435,9 +436,11 @@ def run_estimators(quick: bool, n: int | None, seeds: int) -> None:
                     }  # fmt: skip
                     ratio = m["auto"] / min(m["full"], m["in-in"])
                     ratios.setdefault(method, []).append(ratio)
+                    cut = rels[0].cut_error
+                    cut_txt = "-" if cut is None else f"{cut:.4f}"
                     print(f"{method:>6} {data:>14} {eps:4.1f} {lam:3d} {m['full']:8.4f}"
                           f" {m['in-in']:8.4f} {m['auto']:8.4f} {rels[0].full_weight:6.2f}"
-                          f" {ratio:11.2f}")  # fmt: skip
+                          f" {cut_txt:>6} {ratio:11.2f}", flush=True)  # fmt: skip
     for method, r in ratios.items():
         print(f"# {method}: auto / better estimator worst {max(r):.2f}, mean {np.mean(r):.3f}, "
               f"better than both in {sum(x < 1 for x in r)} of {len(r)} cells")  # fmt: skip

@@ -24,6 +24,7 @@ from ..errors import InvalidParameterError
 from ..inference.ldp_post import (
     INTERPOLATIONS,
     GridEstimate,
+    cell_values,
     estimate_from_pairs,
 )
 from ..queries import PrefixSums, RangeQuery
@@ -31,7 +32,15 @@ from ..release import Guarantee, Release
 from ..release_state import Custom, Meta
 from .grid_matrices import _spread
 
-__all__ = ["AUTO_NOISE", "ESTIMATORS", "GridRelease", "auto_weight"]
+__all__ = [
+    "AUTO_CUT",
+    "AUTO_DEPENDENCE",
+    "AUTO_NOISE",
+    "ESTIMATORS",
+    "GridRelease",
+    "auto_weight",
+    "cut_error",
+]
 
 ESTIMATORS = ("auto", "full", "in-in")
 # "auto": weight on "full" falls from 1 to 0 (linear in log noise) as the predicted noise of a
@@ -40,24 +49,116 @@ ESTIMATORS = ("auto", "full", "in-in")
 # n = 6·10^4 (d = 4, c = 32, eps 0.5-4), 2·10^5 and 10^6 (d = 6, c = 64, eps 0.2-2). TDG's only
 # 1-D information is its coarse 2-D grids' margins, so "full" (which fits them) needs much less
 # noise before it wins than with HDG's fine 1-D grids: "in-in" wins at 0.7 % of n and above,
-# "full" at 0.33 % and below.
-AUTO_NOISE = {"hdg": (0.035, 0.008), "tdg": (0.006, 0.0035)}
+# "full" at 0.33 % and below. HDG's structural losses are left to the cut-error factor below;
+# with it, "full" was the better estimator in every HDG cell with noise <= 1.1 % of n and a
+# small cut error (18 of 18 at n = 6·10^4 and 2·10^5), so HDG's ramp ends at 1 %.
+AUTO_NOISE = {"hdg": (0.017, 0.01), "tdg": (0.006, 0.0035)}
+# HDG's weight on "full" is further multiplied by a factor falling from 1 to 0 (linear in log)
+# as the cut-cell error of the release (:func:`cut_error`, fraction of n) rises from
+# AUTO_CUT[1] to AUTO_CUT[0]. Measured on HDG releases (n = 6·10^4 and 2·10^5, eps 0.2-4):
+# 0.003 (g2 = 8) and 0.008-0.010 (g2 = 4) on Gaussian data, 0.008 (g2 = 8) and 0.032-0.033
+# (g2 = 4) on the Laplace data, 0.09-0.15 on every data set at g2 = 2; "full" was the better
+# estimator in all 18 (data, n, eps, lambda) cells with cut error <= 0.012 and "in-in" in 39 of
+# the 42 with cut error >= 0.028 (the three others: independent data, g2 = 2, eps = 1).
+AUTO_CUT = (0.028, 0.012)
+AUTO_DEPENDENCE = (0.05, 0.15)
 
 
-def auto_weight(noise: float, method: str = "hdg") -> float:
-    """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in"), from
-    the predicted noise standard deviation of one 2-D cell as a fraction of n (public: ε and
-    the group sizes) and the method (``"hdg"`` or ``"tdg"``, thresholds :data:`AUTO_NOISE`).
+def _log_ramp(x: float, hi: float, lo: float) -> float:
+    """1 at ``x <= lo``, 0 at ``x >= hi``, linear in ``log x`` between."""
+    if not x > 0:
+        return 1.0
+    return float(min(1.0, max(0.0, math.log(hi / x) / math.log(hi / lo))))
 
-    >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0167, 0.008, 0.002)]
+
+def auto_weight(noise: float, method: str = "hdg", cut: float | None = None) -> float:
+    """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in").
+
+    From the predicted noise standard deviation of one 2-D cell as a fraction of n (public: ε
+    and the group sizes) and the method (``"hdg"`` or ``"tdg"``, thresholds
+    :data:`AUTO_NOISE`); for HDG also from the release's cut-cell error ``cut``
+    (:func:`cut_error`, read from the released grids; thresholds :data:`AUTO_CUT`), which
+    multiplies the weight. ``cut=None`` (or TDG, which has no 1-D grids) leaves the noise rule
+    alone.
+
+    >>> [round(auto_weight(s), 2) for s in (0.05, 0.017, 0.01304, 0.01, 0.002)]
     [0.0, 0.0, 0.5, 1.0, 1.0]
     >>> [round(auto_weight(s, "tdg"), 2) for s in (0.007, 0.00458, 0.003)]
     [0.0, 0.5, 1.0]
+    >>> [round(auto_weight(0.004, "hdg", cut=k), 2) for k in (0.009, 0.0183, 0.033)]
+    [1.0, 0.5, 0.0]
     """
-    hi, lo = AUTO_NOISE.get(method.lower(), AUTO_NOISE["hdg"])
-    if not noise > 0:
-        return 1.0
-    return float(min(1.0, max(0.0, math.log(hi / noise) / math.log(hi / lo))))
+    m = method.lower()
+    hi, lo = AUTO_NOISE.get(m, AUTO_NOISE["hdg"])
+    w = _log_ramp(noise, hi, lo)
+    if cut is not None and m != "tdg":
+        w *= _log_ramp(cut, *AUTO_CUT)
+    return w
+
+
+def _dependence(g: GridEstimate, n: float) -> float:
+    """0 for a 2-D grid consistent with independence, 1 for a clearly dependent one.
+
+    The total-variation distance of the grid (as shares of n) from the product of its margins,
+    less what noise alone gives (``sqrt(2/π) · g_x g_y · sqrt((1 − 1/g_x)(1 − 1/g_y)) · σ``,
+    σ the noise of one cell as a share of n), mapped linearly from :data:`AUTO_DEPENDENCE`
+    (0.05 → 0, 0.15 → 1; correlated pairs with ρ = 0.5 measure 0.2–0.3)."""
+    p = g.counts / n
+    tv = float(np.abs(p - np.outer(p.sum(axis=1), p.sum(axis=0))).sum())
+    gx, gy = p.shape
+    sigma = math.sqrt(g.variance) / n if g.variance < 1e29 else math.inf
+    noise = math.sqrt(2 / math.pi) * gx * gy * math.sqrt((1 - 1 / gx) * (1 - 1 / gy)) * sigma
+    lo, hi = AUTO_DEPENDENCE
+    return float(min(1.0, max(0.0, (tv - noise - lo) / (hi - lo))))
+
+
+def cut_error(grids: Sequence[GridEstimate], n: float) -> float | None:
+    """How much of the data's dependence the 2-D grids' cut cells cannot resolve (share of n).
+
+    For every 2-D grid and each of its two attributes that has a 1-D grid (HDG), the 1-D grid
+    is spread over its values (PCHIP, :func:`~fugu.inference.ldp_post.cell_values`), summed
+    over the 2-D grid's coarser cells of that attribute, and spread again from those sums; the
+    mean over values of the absolute difference of the two cumulative counts is the
+    interpolation error of a cut 2-D cell, measured where it can be: on the finer 1-D grid. It
+    is multiplied by the pair's dependence beyond noise (0 for a grid consistent with
+    independence, where the response matrix — the product of the fine margins inside a box —
+    loses nothing; 1 for a clearly dependent pair) and averaged over all (grid, attribute)
+    pairs. Large when the 2-D cells are too coarse for the shape of dependent data (heavy-tailed
+    scale mixtures with a sharp mode, or g2 = 2): there the 2-D answers inside cut cells
+    underestimate the concentration of the data and "full", which multiplies that bias through
+    the pair tables, loses to "in-in". ``None`` without 1-D grids (TDG). Reads only released
+    grids and their public noise: post-processing.
+
+    >>> e1 = np.arange(0, 17, 2); e2 = np.array([0, 8, 16])
+    >>> peak = GridEstimate(("a",), (e1,), np.array([0, 0, 5, 35, 35, 5, 0, 0.0]))
+    >>> flat = GridEstimate(("a",), (e1,), np.full(8, 10.0))
+    >>> dep = GridEstimate(("a", "b"), (e2, e2), np.array([[35.0, 5.0], [5.0, 35.0]]))
+    >>> indep = GridEstimate(("a", "b"), (e2, e2), np.full((2, 2), 20.0))
+    >>> cut_error([flat, dep], 80.0)   # a flat attribute: nothing is lost in the coarse cells
+    0.0
+    >>> round(cut_error([peak, dep], 80.0), 3)   # a sharp mode inside 2 x 2 dependent boxes
+    0.179
+    >>> cut_error([peak, indep], 80.0)   # independent: the product inside a box is exact
+    0.0
+    """
+    one = {g.attributes[0]: g for g in grids if len(g.attributes) == 1}
+    errs = []
+    for g in grids:
+        if len(g.attributes) != 2 or n <= 0:
+            continue
+        dep = None
+        for ax, a in enumerate(g.attributes):
+            g1 = one.get(a)
+            if g1 is None:
+                continue
+            if dep is None:
+                dep = _dependence(g, n)
+            fine = cell_values(g1.edges[0], np.maximum(g1.counts, 0.0))
+            cum = np.concatenate([[0.0], np.cumsum(fine)])
+            e2 = g.edges[ax]
+            coarse = cell_values(e2, np.diff(cum[e2]))
+            errs.append(dep * float(np.mean(np.abs(cum[1:] - np.cumsum(coarse)))) / n)
+    return float(np.mean(errs)) if errs else None
 
 
 def _overlap_weights(
@@ -212,12 +313,20 @@ class GridRelease(Release):
         return float(np.mean(sd)) / self.n if sd and self.n > 0 else math.inf
 
     @property
+    def cut_error(self) -> float | None:
+        """:func:`cut_error` of the released grids (``None`` without 1-D grids, as for TDG)."""
+        if not hasattr(self, "_cut_error"):
+            self._cut_error = cut_error(self.grids, self.n)
+        return self._cut_error
+
+    @property
     def full_weight(self) -> float:
         """Weight of the "full" λ-D estimate in the answers (1 for ``estimator="full"``, 0 for
-        ``"in-in"``, :func:`auto_weight` of :attr:`cell_noise` for ``"auto"``)."""
+        ``"in-in"``, :func:`auto_weight` of :attr:`cell_noise` and :attr:`cut_error` for
+        ``"auto"``)."""
         if self.estimator != "auto":
             return 1.0 if self.estimator == "full" else 0.0
-        return auto_weight(self.cell_noise, self.method)
+        return auto_weight(self.cell_noise, self.method, self.cut_error)
 
     def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
         if key not in self._ps:
