@@ -212,3 +212,126 @@ def test_grr_ratio_at_the_top_of_the_epsilon_range() -> None:
     computed directly and rounded up to the 2^-64 grid (then the ratio is at most e^ε up to the
     1e-16 rounding of that small quotient)."""
     assert _grr_ratio(20.0, 2) <= math.exp(20.0) * (1 + 1e-12)
+
+
+# == 4. graph baselines: smoothness of the scales the releases really use ==========================
+SMOOTH = importlib.import_module("fugu.graph.smooth")
+
+
+def test_smooth_scales_are_beta_smooth_and_cover_the_shift_five_nodes() -> None:
+    """The two facts NRS's argument needs, checked on every edge flip of every 5-node graph with
+    the count and noise scale the releases use (``_count_and_scale`` for triangles,
+    ``kstar_count_and_scale`` for 2-stars): ``|ln σ(G)/σ(G')| <= β`` (up to the 2^-38 slack
+    the loss bound already adds) and ``|f(G) − f(G')| <= α·min(σ(G), σ(G'))``. (The review also
+    ran every 5th graph on 6 nodes, and 3-stars: worst ratios 1 + 4e-16 and 1 − 1e-12.)"""
+    n = 5
+    _, alpha, beta, _ = SMOOTH.power_tail_parameters(1.0, 4)
+    pairs = list(itertools.combinations(range(n), 2))
+    cache: dict[int, tuple[tuple[int, float], tuple[int, float]]] = {}
+
+    def stats(mask: int) -> tuple[tuple[int, float], tuple[int, float]]:
+        if mask not in cache:
+            G = _five_node([p for i, p in enumerate(pairs) if mask >> i & 1])
+            cache[mask] = (
+                SMOOTH._count_and_scale(G, alpha, beta),
+                KARWA.kstar_count_and_scale(G, 2, alpha, beta),
+            )
+        return cache[mask]
+
+    worst_dilation = worst_shift = 0.0
+    for m in range(1 << len(pairs)):
+        for i in range(len(pairs)):
+            for (x1, s1), (x2, s2) in zip(stats(m), stats(m ^ (1 << i)), strict=True):
+                worst_dilation = max(worst_dilation, abs(math.log(s1 / s2)))
+                worst_shift = max(worst_shift, abs(x1 - x2) / min(s1, s2))
+    assert worst_dilation <= beta + 2.0**-38
+    assert worst_shift <= alpha
+
+
+# == 5. Blowfish under count constraints: an independent brute force ==============================
+def _minimal_moves_sensitivity(
+    w: np.ndarray, k: int, is_edge: Callable[[int, int], bool], masks: list[Any], n: int, bot: bool
+) -> float:
+    """max ||W(h(D2) − h(D1))||_1 over neighbours written from the definition (not fugu's own
+    brute force): n individuals, each stays or moves along a secret edge (value k is ⊥, counted
+    in no cell and no constraint), every constrained count is kept, and no non-empty proper
+    subset of the moves keeps them too (minimality)."""
+    vals = list(range(k)) + ([k] if bot else [])
+    con = np.zeros((len(masks), k + 1), np.int64)
+    for j, mk in enumerate(masks):
+        con[j, :k] = np.asarray(mk, dtype=np.int64).reshape(-1)
+    wx = np.concatenate([w, np.zeros((w.shape[0], 1))], axis=1)
+    nb = {x: [y for y in vals if y != x and is_edge(x, y)] for x in vals}
+
+    def delta(moves: tuple[tuple[int, int], ...]) -> np.ndarray:
+        d = np.zeros(k + 1)
+        for x, y in moves:
+            d[x] -= 1
+            d[y] += 1
+        return d
+
+    best = 0.0
+    for d1 in itertools.combinations_with_replacement(vals, n):
+        for choice in itertools.product(*[[None, *nb[x]] for x in d1]):
+            mv = tuple((x, y) for x, y in zip(d1, choice, strict=True) if y is not None)
+            if not mv or np.any(con @ delta(mv)):
+                continue
+            if any(
+                not np.any(con @ delta(sub))
+                for r in range(1, len(mv))
+                for sub in itertools.combinations(mv, r)
+            ):
+                continue
+            best = max(best, float(np.abs(wx @ delta(mv)).sum()))
+    return best
+
+
+@pytest.mark.parametrize(
+    ("ranges", "bot", "theta"),
+    [
+        ([(1, 1), (2, 2), (3, 3)], False, 1),
+        ([(1, 2), (3, 4)], False, 1),
+        ([(0, 1), (2, 3)], True, 1),
+        ([(1, 1), (3, 3)], False, 2),
+    ],
+)
+def test_blowfish_constrained_sensitivity_bounds_brute_force(
+    ranges: list[tuple[int, int]], bot: bool, theta: int
+) -> None:
+    """``sensitivity(q, policy)`` (what ``blowfish.laplace`` calibrates to) is never below the
+    largest change over minimal secret-move neighbours with 4 individuals on a line of 6
+    values, for the histogram, the cumulative histogram, the sum, a random integer matrix and a
+    random range workload. (The review ran 21 policies — line, θ = 2, with and without ⊥ — and
+    12 attribute/full policies with marginal and cell-set constraints on a 2×3 domain with 3
+    individuals: no value below the brute force; the ⊥ and θ = 2 cases are upper bounds.)"""
+    k = 6
+    dom = fugu.Domain([fugu.Ordinal("a", 0, k - 1)])
+    cons = [fugu.blowfish.CountConstraint({"a": r}) for r in ranges]
+    base = (
+        fugu.blowfish.Policy.line(dom, bottom=bot)
+        if theta == 1
+        else fugu.blowfish.Policy.distance_threshold(dom, theta)
+    )
+    pol = base.with_constraints(*cons)
+
+    def is_edge(x: int, y: int) -> bool:
+        if k in (x, y):
+            return bot
+        return abs(x - y) <= theta
+
+    gen = np.random.default_rng(7)
+    ranges_w = np.zeros((4, k))
+    for j in range(4):
+        lo, hi = sorted(gen.integers(0, k, 2))
+        ranges_w[j, lo : hi + 1] = 1
+    queries: list[tuple[Any, np.ndarray]] = [
+        ("histogram", np.eye(k)),
+        ("cumulative", np.tril(np.ones((k, k)))),
+        (np.arange(k, dtype=float)[None, :], np.arange(k, dtype=float)[None, :]),
+        (None, gen.integers(-2, 3, size=(3, k)).astype(float)),
+        (None, ranges_w),
+    ]
+    masks = [c.mask(dom).reshape(-1) for c in cons]
+    for q, w in queries:
+        got = float(fugu.blowfish.sensitivity(w if q is None else q, pol))
+        assert got >= _minimal_moves_sensitivity(w, k, is_edge, masks, 4, bot) - 1e-9
