@@ -54,12 +54,13 @@ ESTIMATORS = ("auto", "full", "in-in")
 # small cut error (18 of 18 at n = 6·10^4 and 2·10^5), so HDG's ramp ends at 1 %.
 AUTO_NOISE = {"hdg": (0.017, 0.01), "tdg": (0.006, 0.0035)}
 # HDG's weight on "full" is further multiplied by a factor falling from 1 to 0 (linear in log)
-# as the cut-cell error of the release (:func:`cut_error`, fraction of n) rises from
-# AUTO_CUT[1] to AUTO_CUT[0]. Measured on HDG releases (n = 6·10^4 and 2·10^5, eps 0.2-4):
-# 0.003 (g2 = 8) and 0.008-0.010 (g2 = 4) on Gaussian data, 0.008 (g2 = 8) and 0.032-0.033
-# (g2 = 4) on the Laplace data, 0.09-0.15 on every data set at g2 = 2; "full" was the better
-# estimator in all 18 (data, n, eps, lambda) cells with cut error <= 0.012 and "in-in" in 39 of
-# the 42 with cut error >= 0.028 (the three others: independent data, g2 = 2, eps = 1).
+# as the cut-cell error of the release (:func:`cut_error`, share of n) rises from AUTO_CUT[1] to
+# AUTO_CUT[0]. Measured on HDG releases (n = 6·10^4, 2·10^5 and 10^6, eps 0.2-4): 0.003 (g2 = 8)
+# and 0.007-0.010 (g2 = 4) on correlated Gaussian data, 0.008 (g2 = 8) and 0.032-0.035 (g2 = 4)
+# on the Laplace data, 0.09-0.16 on correlated data at g2 = 2, <= 0.003 on independent data at
+# eps >= 1. At n = 6·10^4 and 2·10^5 "in-in" was the better estimator in all 32 (data, eps,
+# lambda) cells with cut error >= 0.028 and "full" in all 18 with cut error <= 0.012 and noise
+# <= 1.1 % of n. AUTO_DEPENDENCE maps a pair's dependence beyond noise (:func:`_dependence`).
 AUTO_CUT = (0.028, 0.012)
 AUTO_DEPENDENCE = (0.05, 0.15)
 
