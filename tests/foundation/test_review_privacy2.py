@@ -335,3 +335,23 @@ def test_blowfish_constrained_sensitivity_bounds_brute_force(
     for q, w in queries:
         got = float(fugu.blowfish.sensitivity(w if q is None else q, pol))
         assert got >= _minimal_moves_sensitivity(w, k, is_edge, masks, 4, bot) - 1e-9
+
+
+# == 6. error messages: private values beyond the documented exceptions ============================
+@pytest.mark.xfail(
+    strict=True,
+    reason="review2 (low): an ordinal column with a non-numeric value is refused with the FIRST "
+    "three values of the column (domain.py Ordinal.encode: arr[:3]), i.e. valid private values "
+    "of other records; docs/security.md allows example *offending* values only",
+)
+def test_non_numeric_ordinal_error_shows_only_offending_values() -> None:
+    """``[41, 'NA', 57]`` for an ordinal age: the message may name ``'NA'`` (offending), but it
+    names ``['41', 'NA', '57']`` — two valid ages of other people. Fix: show the values that
+    fail the float conversion (e.g. ``pandas.to_numeric(..., errors='coerce')`` or a loop over
+    ``np.unique`` of the column), as the out-of-domain and fractional-value messages do."""
+    attr = fugu.Ordinal("age", 0, 99)
+    with pytest.raises(fugu.DomainError) as info:
+        attr.encode(np.array(["41", "NA", "57"], dtype=object))
+    msg = str(info.value)
+    assert "NA" in msg
+    assert "41" not in msg and "57" not in msg
