@@ -29,7 +29,7 @@ from .grid_matrices import (
     _spread,
     fitted_matrix,
 )
-from .grid_release import GridRelease, auto_weight
+from .grid_release import GridRelease
 
 if TYPE_CHECKING:
     from .grids import GridProtocol
@@ -128,16 +128,6 @@ def release_from_grids(
             f"spread over their values by {proto.interpolation!r} interpolation "
             f"({sweeps} sweeps)",
         )
-    est_txt = f"lambda-D answers by weighted update, estimator {proto.estimator!r}"
-    if proto.estimator == "auto":
-        sd = [math.sqrt(g.variance) for g in grids if len(g.attributes) == 2]
-        sd = [v for v in sd if v < 1e15]
-        noise = float(np.mean(sd)) / float(n) if sd and n > 0 else math.inf
-        est_txt += (
-            f" (weight {auto_weight(noise, proto.name):.2f} on 'full', the rest on 'in-in': "
-            f"predicted noise of a 2-D cell {noise:.4f} n)"
-        )
-    steps += (est_txt,)
     params = dict(guarantee.parameters)
     params.update(
         {
@@ -155,9 +145,21 @@ def release_from_grids(
         }
     )
     gu = replace(guarantee, parameters=params, post_processing=(*guarantee.post_processing, *steps))
-    return GridRelease(
+    rel = GridRelease(
         proto.domain, gu, post if unbiased is None else unbiased, float(n),
         matrices=matrices, estimator=proto.estimator, method=proto.name,
         n_groups=proto.n_groups, tol=proto.tol, max_iter=proto.max_iter,
         interpolation=proto.interpolation,
     )  # fmt: skip
+    # the λ-D weight as the release applies it (noise and, for HDG, the released cut error)
+    est_txt = f"lambda-D answers by weighted update, estimator {proto.estimator!r}"
+    if proto.estimator == "auto":
+        cut = rel.cut_error
+        est_txt += (
+            f" (weight {rel.full_weight:.2f} on 'full', the rest on 'in-in': predicted noise of "
+            f"a 2-D cell {rel.cell_noise:.4f} n"
+            + (f", cut-cell error {cut:.4f} n" if cut is not None else "")
+            + ")"
+        )
+    rel.guarantee = replace(gu, post_processing=(*gu.post_processing, est_txt))
+    return rel
