@@ -355,3 +355,39 @@ def test_non_numeric_ordinal_error_shows_only_offending_values() -> None:
     msg = str(info.value)
     assert "NA" in msg
     assert "41" not in msg and "57" not in msg
+
+
+# == 7. data paths: numpy and DuckDB count the same records =======================================
+_TRICKY = {
+    "nan": {"x": np.array([0.0, np.nan, 4.0]), "s": np.array(["a", "b", "a"])},
+    "half": {"x": np.array([0.0, 2.5, 4.0]), "s": np.array(["a", "b", "a"])},
+    "edges": {"x": np.array([0, 4, 5, -1]), "s": np.array(["a", "b", "a", "b"])},
+    "none_s": {"x": np.array([0, 1, 4]), "s": np.array(["a", None, "a"], dtype=object)},
+    "none_x": {"x": np.array([0, None, 4], dtype=object), "s": np.array(["a", "b", "a"])},
+    "bool": {"x": np.array([True, False, True]), "s": np.array(["a", "b", "a"])},
+    "float_int": {"x": np.array([0.0, 1.0, 4.0]), "s": np.array(["a", "b", "a"])},
+    "inf": {"x": np.array([0.0, np.inf, 4.0]), "s": np.array(["a", "b", "a"])},
+    "big": {"x": np.array([0, 2**32 + 1, 4]), "s": np.array(["a", "b", "a"])},
+    "case_space": {"x": np.array([0, 1, 4]), "s": np.array(["a", "B", "b "])},
+}
+
+
+@pytest.mark.parametrize("case", sorted(_TRICKY))
+@pytest.mark.parametrize("ood", ["error", "drop"])
+def test_numpy_and_duckdb_count_the_same_records(case: str, ood: str) -> None:
+    """Same counts, or both refuse with a FuguError, on NULL/NaN/inf, values at and beyond the
+    domain's edges, booleans, integral floats, huge integers and near-miss labels."""
+    pytest.importorskip("duckdb")
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 4), fugu.Nominal("s", ["a", "b"])])
+    out = []
+    for engine in ("numpy", "duckdb"):
+        try:
+            with np.errstate(invalid="ignore"):
+                out.append(
+                    fugu.engines.histogram_counts(
+                        _TRICKY[case], dom, engine=engine, out_of_domain=ood
+                    ).tolist()
+                )
+        except fugu.FuguError as exc:
+            out.append(type(exc).__name__)
+    assert out[0] == out[1]
