@@ -527,7 +527,10 @@ def bench_hb(sizes: list[int], reps: int, n_queries: int) -> None:
             mse.append(np.mean((ans - truth) ** 2))
         assert hrel is not None
         hp = hrel.plan
-        hplan = f"b={hp.fanout} L={len(hp.strides) - 1} {hp.choice}"
+        if hp.graded:
+            hplan = f"p={len(hp.rows or ())} rows graded"
+        else:
+            hplan = f"b={hp.fanout} L={len(hp.strides) - 1} {hp.choice}"
         hpred = float(np.sqrt(np.mean(hrel.expected_variance_many(b))))
         hmeas = float(np.sqrt(np.mean(mse)))
         hmeas_se = float(np.std(mse) / np.sqrt(reps) / (2 * hmeas))

@@ -22,6 +22,10 @@ Families (``python bench/bench_hat256_search.py``, under a minute on one core):
 3. Family 2's optimum rounded to an integer matrix (scale K, round): the hats get discrete
    Laplace of scale K·α (α picked from a grid), every cell the budget left in its column.
 
+Family 3 (from a fixed start: hats on 12 uniform knots, p = 12, K = 1024) is now fugu's
+"graded" hat-tree plan for 16 … 320 cells (``fugu.central.hattree``); the last line printed is
+that plan's ratio, as ``hat_tree`` uses it.
+
 The ratio printed is RMSE / H_b's exact RMSE (Ektelo's plan: Qardaji's branching, root not
 measured, continuous Laplace, least squares), on the full workload distribution and on the
 samples of 1,000 and 2,000 ranges that ``bench_central.py --only hb`` uses.
@@ -161,6 +165,27 @@ def main() -> None:
                 for k in (64, 256, 1024):
                     v = rounded_variance(tn, k, g)
                     print(f"{f'  rounded to integers, K = {k}':<52} {p:>3} {np.sqrt(v / hb):>9.4f}")
+    print(
+        f"{'fugu.central.hat_tree (graded plan, as released)':<52} {'':>3} "
+        f"{fugu_plan_ratio(g, hb):>9.4f}"
+    )
+
+
+def fugu_plan_ratio(g: Any, hb: float) -> float:
+    """Exact RMSE / H_b's of the plan ``hat_tree`` uses at N cells (add/remove, ε = 1)."""
+    from fugu.central import hattree
+
+    plan = hattree.plan_hat_tree(N, neighbours="add-remove")
+    var = hattree.hat_tree_variance(
+        fugu.Domain([fugu.Ordinal("x", 0, N - 1)]),
+        np.stack(np.triu_indices(N), 1)[:, None, :] + np.array([0, 1]),
+        1.0,
+        neighbours="add-remove",
+    )
+    u, v = np.triu_indices(N)
+    wt = np.where(u == v, 1.0, 2.0) / N**2
+    print(f"fugu's plan at {N} cells: {plan.choice}, {len(plan.rows or ())} rows")
+    return float(np.sqrt(np.sum(wt * var) / hb))
 
 
 if __name__ == "__main__":

@@ -635,7 +635,16 @@ def plan_hat_tree(
     ``fanout`` fixes the stride ratio b; ``shares`` (identity first, one per level) fixes the
     split. Otherwise both are chosen by the exact expected error of ``workload`` — a pair of
     arrays (lo, hi) of half-open ranges; default: the random-range distribution, scored on a
-    fixed public sample of it.
+    fixed public sample of it. On GRADED_MIN … GRADED_MAX cells (and without ``fanout`` or
+    ``shares``) the graded plan is a candidate too.
+
+    Examples
+    --------
+    >>> plan = plan_hat_tree(64, neighbours="add-remove")
+    >>> plan.choice, len(plan.rows), bool(plan.column_loss().max() <= 1.0)
+    ('graded', 4, True)
+    >>> plan_hat_tree(100, fanout=8, shares=[1, 1, 1]).strides   # given: no search
+    (1, 8, 64)
     """
     n = _int_arg("n", n, 1)
     neighbours = check_neighbours(neighbours)
