@@ -259,6 +259,21 @@ def _as_array(values: Any, name: str) -> np.ndarray:
     return arr
 
 
+def _non_numeric_examples(arr: NDArray[Any], limit: int = 3) -> list[Any]:
+    """Up to ``limit`` distinct values that are not numbers (only offending values are shown in
+    errors: the column's valid values belong to other records). Runs on the error path only."""
+    bad: list[Any] = []
+    for v in arr.reshape(-1).tolist():
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            if v not in bad:
+                bad.append(v)
+                if len(bad) == limit:
+                    break
+    return bad
+
+
 def _out_of_domain_error(
     name: str, bad: np.ndarray, n_bad: int, n: int, allowed: str
 ) -> DomainError:
@@ -363,7 +378,7 @@ class Ordinal:
             except (TypeError, ValueError):
                 raise DomainError(
                     f"attribute {self.name!r} is ordinal but got non-numeric values such as "
-                    f"{arr[:3].tolist()!r}; declare it Nominal or convert the column"
+                    f"{_non_numeric_examples(arr)!r}; declare it Nominal or convert the column"
                 ) from None
         if arr.dtype.kind == "b":
             arr = arr.astype(np.int64)

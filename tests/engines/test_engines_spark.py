@@ -225,3 +225,19 @@ def test_to_dataframe_makes_one_partition_per_core(spark: Any) -> None:
         )
     finally:
         spark.conf.set(key, old)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "duckdb", "spark"])
+def test_empty_line_in_a_csv_is_refused_by_every_engine(
+    spark: Any, tmp_path: Path, engine: str
+) -> None:
+    """In a one-column CSV an empty line is a record whose value is missing: every engine
+    refuses the file instead of skipping the record (pyarrow and Spark skip empty lines by
+    default; a dropped record would change the n that replace-one neighbours treat as public)."""
+    path = tmp_path / "one.csv"
+    path.write_text("x\n0\n\n4\n")
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 4)])
+    with pytest.raises(fugu.errors.FuguError):
+        fugu.Histogram.from_file(path, dom, engine=engine)
+    path.write_text("x\n0\n3\n4\n")  # the same file without the gap is counted in full
+    assert fugu.Histogram.from_file(path, dom, engine=engine).total() == 3

@@ -2,9 +2,11 @@
 constraints, data paths (engines, saved releases).
 
 Every test recomputes a privacy claim from first principles instead of trusting the module's
-own constants. Tests marked ``xfail(strict=True)`` demonstrate a bug found by this review (they
-fail on the current code, so the suite stays green; the fix turns them into XPASS, which fails
-the run until the marker is removed). Unless a test says otherwise it is exact (brute force over
+own constants. The four bugs it found are fixed, and their tests failed before the fix: Karwa's
+k-triangle count at k = 1 (δ 0.104 for a claimed 1e-6; k = 1 is now refused), a missing value
+of a one-column CSV skipped by the numpy engine (n then released exactly), GRR's keep
+probability rounded near 1 (ratio e^ε·(1 + 1.8e-8) at ε = 20), and an ordinal error message
+that showed other records' valid values. Unless a test says otherwise it is exact (brute force over
 every neighbouring pair of a small input, or the exact output distribution), so its
 false-failure rate is 0.
 """
@@ -78,26 +80,19 @@ def _five_node(edges: list[tuple[int, int]]) -> nx.Graph:
     return G
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review2 bug: karwa k-triangle with k=1 counts 3T (each triangle once per edge) but "
-    "caps its smooth bound at the pattern's GS n-2 (the GS of T): smoothness fails, delta 0.10 "
-    "instead of 1e-6 at eps=1 on two 5-node neighbours",
-)
-def test_karwa_one_triangle_is_eps_delta_dp(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two neighbouring 5-node graphs (edge 0-2 removed), k = 1, ε = 1, δ = 1e-6: the exact
-    hockey-stick divergence of the two output distributions, with the count and scale the
-    release really uses, must not exceed δ. Found by brute force over all 1,024 graphs on 5
-    nodes and their 10,240 edge flips (k = 2 and k = 3 stay below 1.4e-10 there; k = 1 reaches
-    0.104 on this pair: the smallest ε with δ ≤ 1e-6 is about 12.6)."""
-    g1 = _five_node([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)])  # triangles 012, 013
-    g2 = _five_node([(0, 1), (0, 3), (1, 2), (1, 3)])  # triangle 013 only
-    kw = {"pattern": "k-triangle", "epsilon": 1.0, "k": 1, "delta": 1e-6}
-    x1, s1 = _release_scale(monkeypatch, g1, **kw)
-    monkeypatch.undo()
-    x2, s2 = _release_scale(monkeypatch, g2, **kw)
-    assert (x1, x2) == (6, 3)  # 3 × the triangle count: each triangle once per edge
-    assert _hockey_stick(x1, s1, x2, s2, 1.0) <= 1e-6
+@pytest.mark.parametrize("pattern", ["k-triangle", "k-star"])
+def test_karwa_refuses_k_one(pattern: str) -> None:
+    """k = 1 is refused (review 2). Karwa's statistics at k = 1 are 3T and 2|E|, not the
+    triangle and edge counts the other mechanisms answer, and the k-triangle count capped its
+    smooth bound at the triangle's GS n − 2 instead of 3(n − 2): on two neighbouring 5-node
+    graphs (triangles 012, 013 vs 013; ε = 1) the exact hockey-stick divergence was δ = 0.104
+    against the claimed 1e-6 (the smallest ε with δ ≤ 1e-6 about 12.6)."""
+    g1 = _five_node([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3)])
+    kw: dict[str, Any] = {"k": 1, "delta": 1e-6} if pattern == "k-triangle" else {"k": 1}
+    with pytest.raises(fugu.errors.InvalidParameterError, match="k >= 2"):
+        fugu.graph.count(
+            g1, pattern, 1.0, unit="edge", mechanism="karwa", rng=fugu.RandomSource(seed=0), **kw
+        )
 
 
 @pytest.mark.parametrize("k", [2, 3])
@@ -128,12 +123,6 @@ def test_karwa_k_triangle_brute_force_five_nodes(k: int) -> None:
 
 
 # == 2. data paths: the numpy CSV reader drops a missing value of a one-attribute file ============
-@pytest.mark.xfail(
-    strict=True,
-    reason="review2 bug: the numpy engine (default for CSV) reads a one-column CSV with pyarrow's "
-    "ignore_empty_lines=True, so a record whose value is missing (an empty line) is silently "
-    "dropped (DuckDB refuses it); under replace-one n is then released exactly (eps = inf)",
-)
 def test_missing_value_in_one_column_csv_is_refused_not_dropped(tmp_path: Any) -> None:
     """In a one-attribute CSV a missing value is written as an empty line. fugu's rule is that
     NaN/None are refused, never dropped (the DuckDB engine and a quoted ``""`` both raise), but
@@ -184,11 +173,11 @@ def _used(p: float) -> Fraction:
 
 def _grr_ratio(eps: float, c: int) -> float:
     """Exact worst ratio Pr[y = v | v] / Pr[y = v | v'] of ``grr_perturb`` over [0, c): the
-    keep probability the code passes to bernoulli, and 1 − keep spread uniformly over the
-    other c − 1 values (``_other_uniform`` is exact rejection sampling)."""
+    code draws the *change* event with the probability it passes to bernoulli, and spreads it
+    uniformly over the other c − 1 values (``_other_uniform`` is exact rejection sampling)."""
     rng = _Recorder()
     fugu.ldp.oracles.grr_perturb(np.array([0]), c, eps, rng)
-    keep = _used(rng.ps[0])
+    keep = 1 - _used(rng.ps[0])
     return float(keep / ((1 - keep) / (c - 1)))
 
 
@@ -199,19 +188,24 @@ def test_grr_ratio_is_e_eps(eps: float, c: int) -> None:
     assert _grr_ratio(eps, c) <= math.exp(eps) * (1 + 1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review2 (tiny): GRR's keep probability e^eps/(e^eps+c-1) is rounded as a double near "
-    "1, so 1-keep loses relative precision: at eps=20, c=2 the real ratio is e^eps*(1+1.8e-8) "
-    "(eps exceeded by 1.8e-8)",
-)
 def test_grr_ratio_at_the_top_of_the_epsilon_range() -> None:
-    """ε = 20 (the top of ``EPSILON_RANGE``), c = 2: the keep probability ≈ 1 − 2.1e-9 is a
-    double, so 1 − p carries a relative error up to ~5e-8 and the ratio p/(1 − p) exceeds e^ε
-    by 1.8e-8 (relative). Fix: draw the *change* with probability (c − 1)/(e^ε + c − 1),
-    computed directly and rounded up to the 2^-64 grid (then the ratio is at most e^ε up to the
-    1e-16 rounding of that small quotient)."""
+    """ε = 20 (the top of ``EPSILON_RANGE``), c = 2. Before the fix the *keep* probability
+    ≈ 1 − 2.1e-9 was passed as a double, so 1 − p carried a relative error up to ~5e-8 and the
+    ratio exceeded e^ε by 1.8e-8 (relative). Now the change probability (c − 1)/(e^ε + c − 1) is
+    computed directly and rounded up: the ratio is at most e^ε."""
     assert _grr_ratio(20.0, 2) <= math.exp(20.0) * (1 + 1e-12)
+    for c in (2, 3, 1000):
+        assert _grr_ratio(20.0, c) <= math.exp(20.0)
+
+
+@pytest.mark.parametrize("eps", [0.5, 4.0, 20.0])
+def test_oue_ratio_is_at_most_e_eps(eps: float) -> None:
+    """OUE: a 0-bit is set with the probability q the code passes to bernoulli, the true bit
+    with 1/2; the worst ratio over two bits, (1 − q)/q with the sampler's rounded q, is ≤ e^ε."""
+    rng = _Recorder()
+    fugu.ldp.oracles.oue_perturb(np.array([0]), 4, eps, rng)
+    q = _used(rng.ps[0])
+    assert float((1 - q) / q) <= math.exp(eps)
 
 
 # == 4. graph baselines: smoothness of the scales the releases really use ==========================
@@ -338,12 +332,6 @@ def test_blowfish_constrained_sensitivity_bounds_brute_force(
 
 
 # == 6. error messages: private values beyond the documented exceptions ============================
-@pytest.mark.xfail(
-    strict=True,
-    reason="review2 (low): an ordinal column with a non-numeric value is refused with the FIRST "
-    "three values of the column (domain.py Ordinal.encode: arr[:3]), i.e. valid private values "
-    "of other records; docs/security.md allows example *offending* values only",
-)
 def test_non_numeric_ordinal_error_shows_only_offending_values() -> None:
     """``[41, 'NA', 57]`` for an ordinal age: the message may name ``'NA'`` (offending), but it
     names ``['41', 'NA', '57']`` — two valid ages of other people. Fix: show the values that

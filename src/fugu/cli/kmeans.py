@@ -53,9 +53,9 @@ def _read_columns(path: str, names: list[str]) -> np.ndarray:
 
         tbl = pq.read_table(p)
     else:
-        import pyarrow.csv as pacsv
+        from ..engines.file_numpy import read_csv_table
 
-        tbl = pacsv.read_csv(p)
+        tbl = read_csv_table(p)
     missing = [n for n in names if n not in tbl.column_names]
     if missing:
         raise click.BadParameter(

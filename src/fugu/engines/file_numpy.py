@@ -6,6 +6,7 @@ Memory stays bounded by one batch plus the count vector, whatever the file's siz
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import Domain, OutOfDomainPolicy
-from ..errors import DomainError, EmptyDataError, InvalidParameterError
+from ..errors import DomainError, EmptyDataError, FileFormatError, InvalidParameterError
 from .numpy_engine import bincount_chunked, columns_of
 
 
@@ -63,14 +64,55 @@ def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterat
     elif ".csv" in suffixes or ".tsv" in suffixes or ".txt" in suffixes:
         import pyarrow.csv as pcsv
 
-        reader = pcsv.open_csv(p, read_options=pcsv.ReadOptions(block_size=1 << 24))
+        with csv_errors(p):
+            reader = pcsv.open_csv(
+                p,
+                read_options=pcsv.ReadOptions(block_size=1 << 24),
+                parse_options=csv_parse_options(),
+            )
         _check_columns(names, reader.schema.names)
-        for batch in reader:
-            yield batch.select(names)
+        with csv_errors(p):
+            for batch in reader:
+                yield batch.select(names)
     else:
         raise InvalidParameterError(
             f"cannot tell the format of {str(p)!r}: name it *.csv or *.parquet"
         )
+
+
+def csv_parse_options() -> Any:
+    """pyarrow CSV parse options that keep empty lines.
+
+    pyarrow skips empty lines by default, but in a one-column CSV an empty line is a record whose
+    value is missing: skipping it would drop a record silently (and under replace-one neighbours
+    change the "public" n). Kept, it becomes a missing value, which fugu refuses as it refuses
+    every other missing value (as the DuckDB engine does); in a wider CSV it is a parse error.
+    """
+    import pyarrow.csv as pcsv
+
+    return pcsv.ParseOptions(ignore_empty_lines=False)
+
+
+@contextmanager
+def csv_errors(path: str | Path) -> Iterator[None]:
+    """Turn pyarrow's CSV parse errors into a :class:`FileFormatError` naming the file."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except pa.ArrowInvalid as exc:
+        raise FileFormatError(
+            f"cannot read {str(path)!r} as CSV: {exc}. An empty line is a record with missing "
+            "values (fugu never skips records): remove it or fill in the values"
+        ) from None
+
+
+def read_csv_table(path: str | Path) -> Any:
+    """The whole CSV file as an Arrow table (empty lines kept: see :func:`csv_parse_options`)."""
+    import pyarrow.csv as pcsv
+
+    with csv_errors(path):
+        return pcsv.read_csv(path, parse_options=csv_parse_options())
 
 
 def _check_columns(names: list[str], have: list[str]) -> None:

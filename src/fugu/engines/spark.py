@@ -47,6 +47,7 @@ from .. import errors as _errors
 from ..errors import (
     DomainError,
     EmptyDataError,
+    FileFormatError,
     FuguError,
     InvalidParameterError,
     InvalidTypeError,
@@ -115,6 +116,19 @@ def _is_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark") and hasattr(data, "mapInArrow")
 
 
+def _refuse_empty_lines(spark: Any, path: str) -> None:
+    """Spark's CSV reader skips empty lines, but in a one-column CSV an empty line is a record
+    whose value is missing: refuse the file, as the numpy and DuckDB engines do (one extra scan
+    of the text, stopped at the first empty line)."""
+    from pyspark.sql import functions as F
+
+    if spark.read.text(path).filter(F.trim(F.col("value")) == "").limit(1).count():
+        raise FileFormatError(
+            f"cannot read {path!r} as CSV: it has an empty line, which is a record with missing "
+            "values (fugu never skips records): remove it or fill in the values"
+        )
+
+
 def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> Any:
     """A Spark DataFrame of a Parquet or CSV file / directory (CSV: header row, inferred types)."""
     spark = spark or session()
@@ -135,6 +149,7 @@ def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> A
     if fmt == "parquet":
         return spark.read.parquet(p)
     if fmt == "csv":
+        _refuse_empty_lines(spark, p)
         return spark.read.csv(p, header=True, inferSchema=True)
     raise InvalidParameterError(f"format must be 'parquet' or 'csv', got {fmt!r}")
 

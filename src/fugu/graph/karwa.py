@@ -343,12 +343,13 @@ def karwa_count(
         Undirected simple graph; its node set is public.
     pattern : "k-star" or "k-triangle" (with ``k``), or a form like "2-star", "2-triangle"
     epsilon : float
-    k : int, optional
+    k : int >= 2, optional
+        (k = 1 is refused: a 1-star is an edge, a 1-triangle a triangle; see ``mechanism=``.)
     delta : float in (0, 1)
         δ of the k-triangle count (the guarantee is then (ε, δ)); refused for k-stars.
     rng, accountant :
-        Random source (secure by default); an accountant (model ``edge-dp``) charged ε once
-        before the graph is read (its ledger entry names δ: fugu's accountant does not add up δ).
+        Random source (secure by default); an accountant (model ``edge-dp``) charged ε (and, for
+        the k-triangle count, δ) once before the graph is read.
     gamma : int-valued 2..6
         Tail exponent of the k-star noise (default 4).
     nonnegative : bool
@@ -374,6 +375,19 @@ def karwa_count(
         )
     name, kk = _normalise(pattern, k)
     n = G.number_of_nodes()
+    if name in ("k-star", "k-triangle") and kk == 1:
+        # Karwa et al.'s statistics at k = 1 are 2|E| (Σ_v d_v) and 3T (Σ_edges a_uv), not the
+        # edge and triangle counts the other mechanisms answer, and the k-triangle bound's cap
+        # (the pattern's GS, n − 2 for a triangle) is below 3T's (3(n − 2)): refused
+        other = (
+            "'edge' with mechanism='laplace'"
+            if name == "k-star"
+            else ("'triangle' with mechanism='smooth' (Nissim et al.'s smooth sensitivity)")
+        )
+        raise InvalidParameterError(
+            f"mechanism='karwa' counts {name}s with k >= 2, got k=1: a 1-{name[2:]} is "
+            f"{'an edge' if name == 'k-star' else 'a triangle'}; count pattern {other}"
+        )
     if name == "k-star":
         if delta is not None:
             raise InvalidParameterError(

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from ..errors import InvalidParameterError
 from ..noise import RandomSource
+from .oracles import oue_zero_bit_probability
 
 __all__ = ["bernoulli_bytes", "oue_grouped_perturb", "oue_grouped_support"]
 
@@ -75,7 +76,7 @@ def oue_grouped_perturb(
     """
     n = groups.size
     srt = np.zeros((n, width), dtype=np.uint8)  # rows in group order, scattered back once
-    q = 1.0 / (math.exp(epsilon) + 1.0)
+    q = oue_zero_bit_probability(epsilon)
     order, starts = _group_order(groups, cells.size)
     vals = values[order]
     for j in range(cells.size):

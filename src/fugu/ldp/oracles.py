@@ -217,12 +217,33 @@ def _other_uniform(true: NDArray[np.int64], k: int, rng: RandomSource) -> NDArra
     return (true + shift) % k
 
 
+def _kept(epsilon: float, k: ArrayLike, size: int, rng: RandomSource) -> NDArray[np.bool_]:
+    """Randomised response's "keep the true value" draws over domains of ``k`` values.
+
+    The *change* event is drawn, with probability (k − 1)/(e^ε + k − 1) computed directly and
+    rounded up (one ulp, then one step of the sampler's 2^-64 grid), so P(keep)/P(one other
+    value) never exceeds e^ε. Drawing "keep" with e^ε/(e^ε + k − 1), a double near 1 at large
+    ε, lost the relative precision of its complement: the ratio was e^ε·(1 + 1.8e-8) at ε = 20.
+    """
+    e = math.exp(epsilon)
+    k_arr = np.asarray(k, dtype=np.float64)
+    change = (k_arr - 1) / (e + k_arr - 1)
+    change = np.minimum(1.0, change * (1 + 2.0**-52) + 2.0**-64)
+    return ~rng.bernoulli(change, size=size if change.ndim == 0 else None)
+
+
+def oue_zero_bit_probability(epsilon: float) -> float:
+    """P(a 0-bit of OUE's one-hot vector is reported as 1): 1/(e^ε + 1), rounded up (one ulp,
+    then one step of the sampler's 2^-64 grid) so that the sampler's rounding down never makes
+    the likelihood ratio (1 − q)/q exceed e^ε."""
+    return min(1.0, 1.0 / (math.exp(epsilon) + 1.0) * (1 + 2.0**-52) + 2.0**-64)
+
+
 def grr_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) -> NDArray[np.int64]:
     """Generalised randomised response over ``[0, c)``: keep w.p. e^ε/(e^ε+c−1), else another
     value uniformly."""
     v = np.asarray(values, dtype=np.int64).reshape(-1)
-    p, _ = support_probabilities("grr", epsilon, c)
-    keep = rng.bernoulli(p, size=v.size)
+    keep = _kept(epsilon, c, v.size, rng)
     return np.where(keep, v, _other_uniform(v, c, rng))
 
 
@@ -234,8 +255,7 @@ def olh_perturb(
     v = np.asarray(values, dtype=np.int64).reshape(-1)
     seeds = rng.bits32(v.size).copy()
     h = olh_hash(v, seeds, g, wide)
-    p = math.exp(epsilon) / (math.exp(epsilon) + g - 1)
-    keep = rng.bernoulli(p, size=v.size)
+    keep = _kept(epsilon, g, v.size, rng)
     return seeds, np.where(keep, h, _other_uniform(h, g, rng))
 
 
@@ -245,7 +265,7 @@ def oue_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) ->
     v = np.asarray(values, dtype=np.int64).reshape(-1)
     width = (c + 7) // 8
     out = np.zeros((v.size, width), dtype=np.uint8)
-    q = 1.0 / (math.exp(epsilon) + 1)
+    q = oue_zero_bit_probability(epsilon)
     step = max(1, (1 << 22) // max(c, 1))
     for lo in range(0, v.size, step):
         vv = v[lo : lo + step]
@@ -645,8 +665,7 @@ class GroupedOracle:
             # GRR per group domain: keep w.p. p_j, else another value uniformly (vectorised
             # over groups with per-user domain sizes).
             k = self.cells[groups[sel]]
-            e = math.exp(self.epsilon)
-            keep = rng.bernoulli(e / (e + k - 1))
+            keep = _kept(self.epsilon, k, sel.size, rng)
             shift = rng.below(np.maximum(k - 1, 1).astype(np.uint64)).astype(np.int64) + 1
             v = values[sel]
             y[sel] = np.where(keep | (k == 1), v, (v + shift) % k)
