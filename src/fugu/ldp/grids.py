@@ -134,12 +134,12 @@ class GridProtocol(LDPProtocol):
         ``"auto"`` (default) averages the two with a weight on "full" that falls from 1 to 0
         (linear in the logarithm) as the predicted noise of one 2-D cell (standard deviation
         from ε and the group sizes, public) rises from 0.8 % to 3.5 % of n for HDG, from 0.35 %
-        to 0.6 % for TDG (:func:`auto_weight`). With exact 2-D answers "full" is 5× more
-        accurate, but it multiplies the noisy grids' bias (Norm-Sub, coarse cells; TDG's coarse
-        margins) through the pair tables, and "in-in" loses less of it. The choice depends only
-        on public numbers and does not always pick the better one (``docs/ldp_grids.md`` has the
-        measured table; rules that also read the released grids were measured and did no
-        better out of sample).
+        to 0.6 % for TDG (:func:`auto_weight`); for HDG it is also multiplied by a factor from
+        the release's cut-cell error (:func:`~fugu.ldp.grid_release.cut_error`, read from the
+        released grids: post-processing). With exact 2-D answers "full" is 5× more accurate,
+        but it multiplies the noisy grids' bias (Norm-Sub, coarse cells; TDG's coarse margins)
+        through the pair tables, and "in-in" loses less of it. The choice does not always pick
+        the better one (``docs/ldp_grids.md`` has the measured table: HDG worst 1.09×).
     interpolation : how a cut cell is split between the query and the rest. ``"pchip"``
         (default): the 1-D grids (TDG: the 2-D grids' consistent margins) are spread over their
         values by the monotone cubic interpolant of their cumulative counts
