@@ -23,7 +23,7 @@ in the tests). Level k gets exact discrete Laplace noise of scale δ·w_k/(ε s_
 sums (:func:`fugu.noise.discrete_laplace`); the losses add up to ε·Σ_k s_k = ε (sequential
 composition). The identity level is the plain Laplace histogram with share s₀.
 
-Graded plan (small domains, GRADED_MIN … GRADED_MAX cells). A second candidate measures every
+Graded plan (GRADED_MIN … GRADED_MAX = 16 … 1,024 cells). A second candidate measures every
 cell j with its own budget share d_j and p ≤ 12 rows of a non-negative integer matrix R with one
 noise scale: cell j gets exact discrete Laplace of scale δ/(ε d_j) (an array of scales to
 :func:`fugu.noise.discrete_laplace`), the integer row sums R x of scale δ·B/ε. Sensitivity: a
@@ -36,10 +36,12 @@ derived from public inputs only (n and the workload), deterministically: the con
 relaxation (free cell weights and p free non-negative rows, every column's loss exactly ε, the
 cells' exact discrete-Laplace precision 2·sinh²(d/2) at ε = 1) minimises the exact expected
 error tr(G X⁻¹) of the workload's Gram matrix G = E[w wᵀ] by L-BFGS-B from a fixed start (hats
-on uniform knots), then R = round(1024·Θ) and B from a fixed grid. For random ranges over 256
-cells it finds narrow hats at the ends and wide ones in the middle, cells' budgets ≈ 0.98 at
-the ends and ≈ 0.51 in the middle (after the HDMM p-Identity strategy, McKenna et al., VLDB
-2018; here with per-cell budgets and integer rows). Inference for it is dense (n × n).
+on uniform knots; p ≈ n/21 rows, 12 at 256 cells, at most 24; the objective in O(n²p) by
+Woodbury; BLAS limited to one thread if threadpoolctl is installed), then R = round(1024·Θ) and
+B from a fixed grid. For random ranges over 256 cells it finds narrow hats at the ends and wide
+ones in the middle, cells' budgets ≈ 0.98 at the ends and ≈ 0.51 in the middle (after the HDMM
+p-Identity strategy, McKenna et al., VLDB 2018; here with per-cell budgets and integer rows).
+Inference for it is dense (n × n).
 
 Inference. Weighted least squares (the BLUE: every level's rows are weighted by the inverse of
 their exact discrete-Laplace variance). With U the stacked hat rows (divided by w_k) and
@@ -69,6 +71,7 @@ without the data and spends no budget.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -123,13 +126,21 @@ MIN_SHARE = 1e-3
 #: derived and compared for GRADED_MIN <= n <= GRADED_MAX cells (dense n × n algebra: the
 #: derivation takes about 2 s at 256 cells and grows as n³).
 GRADED_MIN = 16
-GRADED_MAX = 320
-#: At most this many free rows (HDMM p-Identity's p), started as hats on uniform knots.
+GRADED_MAX = 1024
+#: Free rows (HDMM p-Identity's p), started as hats on uniform knots: about n/21, at least
+#: min(GRADED_ROWS, n/16), at most GRADED_ROWS_MAX.
 GRADED_ROWS = 12
+GRADED_ROWS_MAX = 24
 #: The rows are rounded to integers at this scale (K): row r = round(K·Θ_r).
 GRADED_SCALE = 1024
-#: Iteration cap of the L-BFGS-B derivation (it converges in a few hundred at 256 cells).
+#: Lower bound of the cells' free weights (the rows start at 1/2 per column): keeps every cell's
+#: budget above ~0.002, where the O(n²p) Woodbury form of the objective is accurate.
+GRADED_CELL_MIN = 1e-3
+#: Iteration cap of the L-BFGS-B derivation: it converges in a few hundred at 256 cells; above
+#: GRADED_LONG_MAX cells the cap is GRADED_ITERS_LARGE (plan time).
 GRADED_ITERS = 1500
+GRADED_ITERS_LARGE = 400
+GRADED_LONG_MAX = 512
 
 
 def _int_arg(name: str, value: object, low: int) -> int:
@@ -457,6 +468,62 @@ def _workload_gram(n: int, lo: NDArray[np.int64], hi: NDArray[np.int64]) -> Floa
     return np.asarray(s[a, b + 1] / float(len(lo)), dtype=np.float64)
 
 
+def _one_blas_thread() -> Any:
+    """Limit BLAS to one thread while a graded plan is derived, when threadpoolctl is installed.
+
+    The derivation makes thousands of small matrix products; on a busy machine a multi-threaded
+    BLAS spends most of its time waiting for its threads (512 cells: 1.5 s on one thread, over a
+    minute on two contended ones). One thread also makes the plan reproducible on a platform.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _graded_p(n: int) -> int:
+    """Number of free rows: about one per 21 cells (12 at 256 cells), 2 … GRADED_ROWS_MAX."""
+    return max(2, min(n // 16, max(GRADED_ROWS, round(n / 21)), GRADED_ROWS_MAX))
+
+
+def _graded_objective(z: FloatArray, n: int, p: int, gram: FloatArray) -> tuple[float, FloatArray]:
+    """tr(G X⁻¹) and its gradient in (c, T); X = diag(φ(d)) + VVᵀ/2, V = (T/u)ᵀ (n × p).
+
+    Woodbury (O(n²p)): X⁻¹ = D⁻¹ − U M⁻¹ Uᵀ with U = D⁻¹V, M = 2I + VᵀD⁻¹V. When a cell's
+    precision φ(d) is tiny that form cancels badly, so then the dense inverse (O(n³)) is used.
+    """
+    c, t = z[:n], z[n:].reshape(p, n)
+    u = c + t.sum(axis=0)
+    d, tn = c / u, t / u
+    phi = 2.0 * np.sinh(d / 2.0) ** 2
+    if d.min() > 1e-5:
+        dinv = 1.0 / phi
+        uu = dinv[:, None] * tn.T
+        mi = np.linalg.inv(2.0 * np.eye(p) + tn @ uu)
+        um = uu @ mi
+        gu = gram @ uu
+        utgu = uu.T @ gu
+        f = float(np.sum(np.diag(gram) * dinv) - np.sum(mi * utgu))
+        a = tn * dinv[None, :] - (tn @ uu) @ um.T  # Vᵀ X⁻¹
+        ag = a @ gram
+        tk = ag * dinv[None, :] - (ag @ uu) @ um.T  # Vᵀ X⁻¹ G X⁻¹
+        dk = (
+            np.diag(gram) * dinv**2
+            - 2.0 * dinv * np.sum(gu * um, axis=1)
+            + np.sum((um @ utgu) * um, axis=1)
+        )  # diag(X⁻¹ G X⁻¹)
+    else:
+        xi = np.linalg.inv(np.diag(phi) + tn.T @ tn / 2.0)
+        f = float(np.sum(gram * xi))
+        k = xi @ gram @ xi
+        tk, dk = tn @ k, np.diag(k)
+    g_tn = -tk
+    g_d = -dk * np.sinh(d)
+    g_u = np.sum(g_tn * (-t / u**2), axis=0) + g_d * (-c / u**2)
+    return f, np.concatenate([g_d / u + g_u, (g_tn / u + g_u[None, :]).ravel()])
+
+
 def _graded_rows(n: int, gram: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Continuous relaxation: cells with free weights c and p free non-negative rows T.
 
@@ -470,36 +537,35 @@ def _graded_rows(n: int, gram: FloatArray) -> tuple[FloatArray, FloatArray]:
     """
     from scipy.optimize import minimize
 
-    p = min(GRADED_ROWS, max(2, n // 16))
+    p = _graded_p(n)
     knots = np.linspace(0.0, n - 1.0, p)
     x = np.arange(n, dtype=np.float64)
     t0 = 0.5 * np.array([np.interp(x, knots, np.eye(p)[i]) for i in range(p)])
     c0 = np.full(n, 0.5)
-
-    def fun(z: FloatArray) -> tuple[float, FloatArray]:
-        c, t = z[:n], z[n:].reshape(p, n)
-        u = c + t.sum(axis=0)
-        d, tn = c / u, t / u
-        xm = np.diag(2.0 * np.sinh(d / 2.0) ** 2) + tn.T @ tn / 2.0
-        xi = np.linalg.inv(xm)
-        f = float(np.sum(gram * xi))
-        k = xi @ gram @ xi
-        g_tn = -tn @ k
-        g_d = -np.diag(k) * np.sinh(d)
-        g_u = np.sum(g_tn * (-t / u**2), axis=0) + g_d * (-c / u**2)
-        return f, np.concatenate([g_d / u + g_u, (g_tn / u + g_u[None, :]).ravel()])
-
+    iters = GRADED_ITERS if n <= GRADED_LONG_MAX else GRADED_ITERS_LARGE
     res = minimize(
-        fun,
+        _graded_objective,
         np.concatenate([c0, t0.ravel()]),
+        args=(n, p, gram),
         jac=True,
         method="L-BFGS-B",
-        bounds=[(1e-9, None)] * n + [(0.0, None)] * (p * n),
-        options={"maxiter": GRADED_ITERS, "maxfun": 2 * GRADED_ITERS, "ftol": 1e-15, "gtol": 1e-12},
+        bounds=[(GRADED_CELL_MIN, None)] * n + [(0.0, None)] * (p * n),
+        options={"maxiter": iters, "maxfun": 2 * iters, "ftol": 1e-15, "gtol": 1e-12},
     )
     c, t = res.x[:n], res.x[n:].reshape(p, n)
     u = c + t.sum(axis=0)
     return c / u, t / u
+
+
+def _graded_trace(
+    gram: FloatArray, rows: NDArray[np.int64], cell_var: FloatArray, row_var: float
+) -> float:
+    """tr(G X⁻¹), X = diag(1/v_cells) + RᵀR/v_rows, by Woodbury (O(n²p))."""
+    r = rows.astype(np.float64)
+    ru = r * cell_var[None, :]  # R A⁻¹
+    m = row_var * np.eye(r.shape[0]) + ru @ r.T
+    gr = gram @ ru.T
+    return float(np.sum(np.diag(gram) * cell_var) - np.sum(np.linalg.inv(m) * (ru @ gr)))
 
 
 def _graded_budgets(rows: NDArray[np.int64], divisor: float) -> FloatArray:
@@ -524,11 +590,8 @@ def _graded_from_gram(n: int, gram: FloatArray) -> HatPlan | None:
         d = _graded_budgets(r, div)
         if d.min() <= 0:
             continue
-        lv = [
-            *(float(v) for v in discrete_laplace_variance(1.0 / d)),
-            float(discrete_laplace_variance(div)),
-        ]
-        val = float(np.sum(gram * _DenseSystem(n, r, lv).xinv))
+        cv = np.asarray(discrete_laplace_variance(1.0 / d), dtype=np.float64)
+        val = _graded_trace(gram, r, cv, float(discrete_laplace_variance(div)))
         if best is None or val < best[0]:
             best = (val, div)
     if best is None:
@@ -548,14 +611,15 @@ def _graded_from_gram(n: int, gram: FloatArray) -> HatPlan | None:
 
 @functools.lru_cache(maxsize=8)
 def _graded_default(n: int) -> HatPlan | None:
-    return _graded_from_gram(n, _default_gram(n))
+    with _one_blas_thread():
+        return _graded_from_gram(n, _default_gram(n))
 
 
 @functools.lru_cache(maxsize=8)
 def _graded_workload(n: int, lo: bytes, hi: bytes) -> HatPlan | None:
-    return _graded_from_gram(
-        n, _workload_gram(n, np.frombuffer(lo, dtype=np.int64), np.frombuffer(hi, dtype=np.int64))
-    )
+    lo_a, hi_a = np.frombuffer(lo, dtype=np.int64), np.frombuffer(hi, dtype=np.int64)
+    with _one_blas_thread():
+        return _graded_from_gram(n, _workload_gram(n, lo_a, hi_a))
 
 
 def _exact_score(
@@ -584,9 +648,9 @@ def _with_graded(
     graded = _graded_default(n) if default else _graded_workload(n, lo.tobytes(), hi.tobytes())
     if graded is None:
         return hats
-    if _exact_score(graded, lo, hi, neighbours) < _exact_score(hats, lo, hi, neighbours):
-        return graded
-    return hats
+    with _one_blas_thread():
+        better = _exact_score(graded, lo, hi, neighbours) < _exact_score(hats, lo, hi, neighbours)
+    return graded if better else hats
 
 
 def _search(
