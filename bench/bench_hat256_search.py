@@ -23,7 +23,7 @@ Families (``python bench/bench_hat256_search.py``, under a minute on one core):
    Laplace of scale K·α (α picked from a grid), every cell the budget left in its column.
 
 Family 3 (from a fixed start: hats on 12 uniform knots, p = 12, K = 1024) is now fugu's
-"graded" hat-tree plan for 16 … 320 cells (``fugu.central.hattree``); the last line printed is
+"graded" hat-tree plan for 16 … 1,024 cells (``fugu.central.hattree``); the last line printed is
 that plan's ratio, as ``hat_tree`` uses it.
 
 The ratio printed is RMSE / H_b's exact RMSE (Ektelo's plan: Qardaji's branching, root not
