@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from review_helpers import spy_calls
 
 import fugu
 
@@ -36,19 +36,6 @@ HT = importlib.import_module("fugu.central.hattree")
 HI = importlib.import_module("fugu.central.hierarchical")
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[dict[str, Any]]:
-    """Record every call of ``module.name`` (a noise sampler) with its arguments."""
-    calls: list[dict[str, Any]] = []
-    real: Callable[..., Any] = getattr(module, name)
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append({"args": args, "kwargs": kwargs})
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, spy)
-    return calls
 
 
 def _neighbour_diffs(ncells: int, neighbours: str) -> np.ndarray:
@@ -84,7 +71,7 @@ def test_hat_tree_exact_loss_over_all_neighbours(
     """The scales hat_tree really draws with, applied to the exact integer level sums of every
     neighbouring pair: the worst loss Σ_k ‖A_k(x − x')‖₁ / scale_k is at most ε (and, since the
     column sums are exact, equals ε·Σ_k s_k up to rounding under add/remove)."""
-    calls = _spy(monkeypatch, HT, "discrete_laplace")
+    calls = spy_calls(monkeypatch, HT, "discrete_laplace")
     eps = 0.7
     hist = fugu.Histogram(np.arange(n) % 3, _dom1(n))
     rel = fugu.central.hat_tree(
@@ -190,7 +177,7 @@ def test_hierarchical_exact_loss_over_all_neighbours(
     """Every level combination's noise scale (as drawn) against the exact L1 change of its node
     counts for every neighbouring pair: the total loss is at most ε; unmeasured combinations
     (a root on some axis) are released as 0, never as counts."""
-    calls = _spy(monkeypatch, HI, "discrete_laplace")
+    calls = spy_calls(monkeypatch, HI, "discrete_laplace")
     eps = 0.9
     rng = np.random.default_rng(0)
     hist = fugu.Histogram(rng.integers(0, 4, size=dom.shape), dom)

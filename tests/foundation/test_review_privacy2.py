@@ -23,23 +23,11 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
+from review_helpers import spy_calls
 
 import fugu
 
 KARWA = importlib.import_module("fugu.graph.karwa")
-
-
-def _spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[dict[str, Any]]:
-    """Record every call of ``module.name`` (a noise sampler) with its arguments."""
-    calls: list[dict[str, Any]] = []
-    real: Callable[..., Any] = getattr(module, name)
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append({"args": args, "kwargs": kwargs})
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, spy)
-    return calls
 
 
 # == 1. graph baselines: Karwa et al. k-triangles =================================================
@@ -59,7 +47,7 @@ def _hockey_stick(x1: int, s1: float, x2: int, s2: float, eps: float) -> float:
 
 def _release_scale(monkeypatch: pytest.MonkeyPatch, G: nx.Graph, **kw: Any) -> tuple[int, float]:
     """(exact count, discrete-Laplace scale really passed to the sampler) of one karwa release."""
-    calls = _spy(monkeypatch, KARWA, "discrete_laplace")
+    calls = spy_calls(monkeypatch, KARWA, "discrete_laplace")
     counted: list[int] = []
     real = KARWA.ktriangle_count_and_scale
 
