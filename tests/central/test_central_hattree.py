@@ -186,6 +186,20 @@ def test_hats_beat_hb_by_ten_percent_at_1024() -> None:
     assert np.sqrt(hats / hb) <= 0.90
 
 
+@pytest.mark.parametrize("n", [4500, 12_000])
+def test_hats_beat_hb_by_ten_percent_between_powers(n: int) -> None:
+    """Sizes where b = 16's strides fit badly (the top stride 4,096 just below 4,500; at 12,000
+    too few levels): with the fan-outs 8, 16 and 32 only, the hat tree was 0.924x H_b at 4,500
+    cells and 0.907x at 12,000 (bench_central's H_b); the planner now also tries 12, 20 and 24
+    (above WIDE_SEARCH_MAX the best of 16, 20, 24 by an equal-share score)."""
+    dom = _dom(n)
+    lo, hi = H._sample(n)
+    b = np.stack([lo, hi], axis=1)[:, None, :]
+    hats = np.mean(H.hat_tree_variance(dom, b, 1.0, neighbours="add-remove"))
+    hb = np.mean(hierarchical_variance(dom, b, 1.0, budget="uniform", neighbours="add-remove"))
+    assert np.sqrt(hats / hb) <= 0.90, np.sqrt(hats / hb)
+
+
 # -- the graded plan (small domains) -------------------------------------------------------------
 def _hb_exact_full_256() -> float:
     """H_b's exact RMSE at 256 cells on the whole random-range distribution (add/remove, ε = 1):
