@@ -460,26 +460,23 @@ def _llr(h1: fugu.Histogram, h2: fugu.Histogram, delta: int) -> Any:
     return lambda y: ((np.abs(y - t2) - np.abs(y - t1)) / sc).sum(axis=1)
 
 
+def _audit(run: Any, llr: Any, d1: Any, d2: Any, delta: int) -> Any:
+    """The auditor on one pair: ``run(delta)`` measures, ``llr(d1, d2, delta)`` is the test."""
+    return audit(
+        run(delta), d1, d2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=llr(d1, d2, delta)
+    )
+
+
 @pytest.mark.parametrize(("d1", "d2", "delta"), [(R1, R2, 2), (A1, A2, 1)])
 def test_hat_tree_measurements_pass_audit(d1: Any, d2: Any, delta: int) -> None:
     """False-failure rate at most 1e-3 (the auditor's alpha)."""
-    res = audit(
-        _measure_run(delta),
-        d1,
-        d2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_llr(d1, d2, delta),
-    )
+    res = _audit(_measure_run, _llr, d1, d2, delta)
     assert res.passed, str(res)
 
 
 def test_miscalibrated_hat_tree_fails_audit() -> None:
     """Noise calibrated to add/remove (δ = 1) on the replace-one pair is caught."""
-    res = audit(
-        _measure_run(1), R1, R2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=_llr(R1, R2, 1)
-    )
+    res = _audit(_measure_run, _llr, R1, R2, 1)
     assert not res.passed, str(res)
 
 
@@ -529,29 +526,13 @@ def test_graded_hand_plan_is_tight() -> None:
 @pytest.mark.parametrize(("d1", "d2", "delta"), [(R1, GR2, 2), (A1, GA2, 1)])
 def test_graded_measurements_pass_audit(d1: Any, d2: Any, delta: int) -> None:
     """False-failure rate at most 1e-3 (the auditor's alpha)."""
-    res = audit(
-        _graded_run(delta),
-        d1,
-        d2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_graded_llr(d1, d2, delta),
-    )
+    res = _audit(_graded_run, _graded_llr, d1, d2, delta)
     assert res.passed, str(res)
 
 
 def test_miscalibrated_graded_plan_fails_audit() -> None:
     """Graded noise calibrated to add/remove (δ = 1) on the replace-one pair is caught."""
-    res = audit(
-        _graded_run(1),
-        R1,
-        GR2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_graded_llr(R1, GR2, 1),
-    )
+    res = _audit(_graded_run, _graded_llr, R1, GR2, 1)
     assert not res.passed, str(res)
 
 
