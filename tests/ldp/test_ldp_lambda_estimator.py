@@ -16,8 +16,9 @@ estimator differs), the default's MAE is within ``CELL_BOUND`` of the better est
 cell, within ``HEAVY_BOUND`` on the heavy-tailed Laplace data (HDG) and within ``MEAN_BOUND`` on
 average per method. Measured: HDG worst 1.052 (Laplace, ε = 2, λ = 4), mean 0.998; TDG worst
 1.079 (Laplace, ε = 4, λ = 3), mean 1.007. (A noise ramp fitted to the docs' n = 10^6 table, from
-1.7 % to 1 % of n, had HDG's worst here at 1.155, independent Gaussian at ε = 1, λ = 4.) With the noise-only rule used before, HDG's worst was 1.21 (Laplace, ε = 4, λ = 3)
-and its Laplace cells reached 1.21: both bounds fail with it (checked below), and the single
+1.7 % to 1 % of n, had HDG's worst here at 1.155, independent Gaussian at ε = 1, λ = 4.) With
+the noise-only rule used before, HDG's worst was 1.21 (Laplace, ε = 4, λ = 3) and its Laplace
+cells reached 1.21: both bounds fail with it (checked below), and the single
 rule for both methods used before that gives TDG 4.6× at ε = 2 (checked below). Seed-to-seed,
 one cell's ratio moves by about ±0.05 (two releases of 60 queries).
 """
