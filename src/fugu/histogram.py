@@ -181,6 +181,12 @@ class Histogram:
     def shape(self) -> tuple[int, ...]:
         return self.domain.shape
 
+    @property
+    def dropped_records(self) -> bool:
+        """Whether records outside the domain were dropped while counting
+        (``out_of_domain="drop"``): then the counted total is not the number of records."""
+        return self.data_options.get("out_of_domain") == "drop"
+
     def total(self) -> int:
         """The number of records (private: do not publish it without noise)."""
         return int(self.counts.sum())

@@ -5,17 +5,27 @@ and writing the guarantee. Written once here so each mechanism module stays abou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .budget import Accountant
+from .budget import NEIGHBOUR_RELATIONS, Accountant
 from .errors import MAX_EPSILON, MIN_EPSILON, InvalidParameterError, check_epsilon
 from .noise import MAX_SCALE, RandomSource, default_source
 from .release import Guarantee
 
-NEIGHBOURS = {
-    "replace": "replace one record with another (bounded DP)",
-    "add-remove": "add or remove one record (unbounded DP)",
-}
+if TYPE_CHECKING:
+    from .histogram import Histogram
+
+# the relations a ledger records (budget.NEIGHBOUR_RELATIONS), with what each protects
+NEIGHBOURS = dict(
+    zip(
+        NEIGHBOUR_RELATIONS,
+        (
+            "replace one record with another (bounded DP)",
+            "add or remove one record (unbounded DP)",
+        ),
+        strict=True,
+    )
+)
 
 
 def check_neighbours(neighbours: str) -> str:
@@ -27,7 +37,7 @@ def check_neighbours(neighbours: str) -> str:
     return neighbours
 
 
-def total_is_public(neighbours: str, hist: Any) -> bool:
+def total_is_public(neighbours: str, hist: Histogram) -> bool:
     """Whether a histogram's total n may be used exactly (released without noise).
 
     Replace-one neighbours keep the number of records, so n is public under them, unless the
@@ -44,10 +54,7 @@ def total_is_public(neighbours: str, hist: Any) -> bool:
     >>> total_is_public("add-remove", kept)
     False
     """
-    if check_neighbours(neighbours) != "replace":
-        return False
-    options = getattr(hist, "data_options", None) or {}
-    return options.get("out_of_domain") != "drop"
+    return check_neighbours(neighbours) == "replace" and not hist.dropped_records
 
 
 def epsilon_range(sensitivity: float = 1.0, splits: int = 1) -> tuple[float, float]:
@@ -156,6 +163,8 @@ def start(
     refuses it (the two ε do not add up to a guarantee under either).
     """
     eps = check_epsilon_range(epsilon, mechanism=what, sensitivity=sensitivity, splits=splits)
+    if neighbours is not None:
+        check_neighbours(neighbours)
     source = default_source(rng)
     if accountant is not None:
         accountant.spend(eps, what, model=model, policy=policy, delta=delta, neighbours=neighbours)

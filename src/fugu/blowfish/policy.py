@@ -691,8 +691,7 @@ def check_counted_records(hist: Any, policy: Policy, what: str) -> None:
     ...
     fugu.errors.PolicyError: hist was built with out_of_domain='drop', ...
     """
-    options = getattr(hist, "data_options", None) or {}
-    if options.get("out_of_domain") == "drop" and not policy.bottom:
+    if hist.dropped_records and not policy.bottom:
         raise PolicyError(
             f"hist was built with out_of_domain='drop', but the {what} under policy "
             f"{policy.description!r} (no ⊥) treats the number of records as public, and a record "

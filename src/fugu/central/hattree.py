@@ -1023,9 +1023,7 @@ def hat_tree(
             tree_params = {**rel.guarantee.parameters, "strategy": choice}
             rel.guarantee = dataclasses.replace(rel.guarantee, parameters=tree_params)
             return rel
-    eps, source = start(
-        epsilon, rng, accountant, "hat tree", neighbours=check_neighbours(neighbours)
-    )
+    eps, source = start(epsilon, rng, accountant, "hat tree", neighbours=neighbours)
     noisy = [y[0] for y in measure(hist.counts.reshape(1, -1), plan, eps, delta, source)]
     level_var = _level_variances(plan, eps, delta)
     sysm = _system_for(plan, level_var)

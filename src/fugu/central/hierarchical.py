@@ -774,9 +774,7 @@ def hierarchical(
             "nonnegative=True clamps the consistent cells; it needs consistency=True"
         )
     trees, plan = plan_trees(dom, branching, budget, flat, workload=workload, neighbours=neighbours)
-    eps, source = start(
-        epsilon, rng, accountant, "hierarchical cube", neighbours=check_neighbours(neighbours)
-    )
+    eps, source = start(epsilon, rng, accountant, "hierarchical cube", neighbours=neighbours)
     layout: NDArray[Any] = np.asarray(hist.counts, dtype=np.int64)
     for ax, t in enumerate(trees):
         layout = _to_layout(layout, ax, t)

@@ -66,9 +66,7 @@ def laplace(
     """
     hist = require_histogram(hist)
     sens = histogram_sensitivity(neighbours)
-    eps, source = start(
-        epsilon, rng, accountant, "laplace histogram", neighbours=check_neighbours(neighbours)
-    )
+    eps, source = start(epsilon, rng, accountant, "laplace histogram", neighbours=neighbours)
     noisy = geometric_mechanism(hist.counts, sens, eps, source)
     var = float(discrete_laplace_variance(sens / eps))
     g = guarantee(

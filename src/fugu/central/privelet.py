@@ -398,9 +398,7 @@ def privelet(
     total_public = total_is_public(neighbours, hist)
     exact_base = public_base(transforms, neighbours, total_public)
     sens = coefficient_sensitivity(transforms, neighbours, total_public)
-    eps, source = start(
-        epsilon, rng, accountant, "privelet cube", neighbours=check_neighbours(neighbours)
-    )
+    eps, source = start(epsilon, rng, accountant, "privelet cube", neighbours=neighbours)
     coef = np.ascontiguousarray(hn_forward(hist.counts.astype(np.float64), transforms))
     weights = hn_weights(transforms)
     # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
