@@ -379,14 +379,16 @@ def karwa_count(
         # Karwa et al.'s statistics at k = 1 are 2|E| (Σ_v d_v) and 3T (Σ_edges a_uv), not the
         # edge and triangle counts the other mechanisms answer, and the k-triangle bound's cap
         # (the pattern's GS, n − 2 for a triangle) is below 3T's (3(n − 2)): refused
-        other = (
-            "'edge' with mechanism='laplace'"
-            if name == "k-star"
-            else ("'triangle' with mechanism='smooth' (Nissim et al.'s smooth sensitivity)")
-        )
+        what, instead = {
+            "k-star": ("an edge", "'edge' with mechanism='laplace'"),
+            "k-triangle": (
+                "a triangle",
+                "'triangle' with mechanism='smooth' (Nissim et al.'s smooth sensitivity)",
+            ),
+        }[name]
         raise InvalidParameterError(
-            f"mechanism='karwa' counts {name}s with k >= 2, got k=1: a 1-{name[2:]} is "
-            f"{'an edge' if name == 'k-star' else 'a triangle'}; count pattern {other}"
+            f"mechanism='karwa' counts {name}s with k >= 2, got k=1: a 1-{name[2:]} is {what}; "
+            f"count pattern {instead}"
         )
     if name == "k-star":
         if delta is not None:

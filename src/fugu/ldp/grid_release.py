@@ -11,6 +11,7 @@ released grids and public parameters, so they cost no privacy.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from itertools import combinations
@@ -314,12 +315,10 @@ class GridRelease(Release):
         sd = [math.sqrt(g.variance) for g in self._pair.values() if g.variance < 1e29]
         return float(np.mean(sd)) / self.n if sd and self.n > 0 else math.inf
 
-    @property
+    @functools.cached_property
     def cut_error(self) -> float | None:
         """:func:`cut_error` of the released grids (``None`` without 1-D grids, as for TDG)."""
-        if not hasattr(self, "_cut_error"):
-            self._cut_error = cut_error(self.grids, self.n)
-        return self._cut_error
+        return cut_error(self.grids, self.n)
 
     @property
     def full_weight(self) -> float:

@@ -217,6 +217,12 @@ def _other_uniform(true: NDArray[np.int64], k: int, rng: RandomSource) -> NDArra
     return (true + shift) % k
 
 
+def _round_up(p: Any) -> Any:
+    """A probability raised by one ulp and one step of the sampler's 2^-64 grid (capped at 1), so
+    ``RandomSource.bernoulli``'s rounding down never draws it below ``p``."""
+    return np.minimum(1.0, np.asarray(p, dtype=np.float64) * (1 + 2.0**-52) + 2.0**-64)
+
+
 def _kept(epsilon: float, k: ArrayLike, size: int, rng: RandomSource) -> NDArray[np.bool_]:
     """Randomised response's "keep the true value" draws over domains of ``k`` values.
 
@@ -227,8 +233,7 @@ def _kept(epsilon: float, k: ArrayLike, size: int, rng: RandomSource) -> NDArray
     """
     e = math.exp(epsilon)
     k_arr = np.asarray(k, dtype=np.float64)
-    change = (k_arr - 1) / (e + k_arr - 1)
-    change = np.minimum(1.0, change * (1 + 2.0**-52) + 2.0**-64)
+    change = _round_up((k_arr - 1) / (e + k_arr - 1))
     return ~rng.bernoulli(change, size=size if change.ndim == 0 else None)
 
 
@@ -236,7 +241,7 @@ def oue_zero_bit_probability(epsilon: float) -> float:
     """P(a 0-bit of OUE's one-hot vector is reported as 1): 1/(e^ε + 1), rounded up (one ulp,
     then one step of the sampler's 2^-64 grid) so that the sampler's rounding down never makes
     the likelihood ratio (1 − q)/q exceed e^ε."""
-    return min(1.0, 1.0 / (math.exp(epsilon) + 1.0) * (1 + 2.0**-52) + 2.0**-64)
+    return float(_round_up(1.0 / (math.exp(epsilon) + 1.0)))
 
 
 def grr_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) -> NDArray[np.int64]:
