@@ -65,7 +65,16 @@ def check_g_factor(g_factor: object) -> float:
 
 
 class SolverError(FuguError, RuntimeError):
-    """A linear program did not solve to optimality (or not precisely enough)."""
+    """A linear program did not solve to optimality (or not precisely enough).
+
+    Its message names the kind of program only (``G``, ``H`` or ``X``): never its index, the
+    bounds or the certified value, which depend on the private data.
+    """
+
+
+def _kind(label: str) -> str:
+    """``"G[29]≤1.8"`` → ``"G"``: the public part of a program's label."""
+    return label.split("[")[0]
 
 
 @dataclass
@@ -307,7 +316,11 @@ class LPModel:
         self.stats.seconds += dt
         self.stats.per_lp.append((label, dt))
         if not res.ok:
-            raise SolverError(f"the {label} linear program did not solve ({method}: {res.message})")
+            # the program's kind only: its index (|P| − j, |P| private under node DP) and the cap
+            # of the search for j depend on the data, and the budget is already spent here
+            raise SolverError(
+                f"the {_kind(label)} linear program did not solve ({method}: {res.message})"
+            )
         return res
 
     def h_value(self, i: int, tau: float = math.inf) -> float:
@@ -348,7 +361,6 @@ class LPModel:
         """
         a_eq = None if budget is None else self._eq(False)
         b_eq = None if budget is None else np.array([budget])
-        last: tuple[float, float] = (0.0, 0.0)
         for method in dict.fromkeys((self.method, "highs-ds")):
             res = self._solve(
                 label, c, self.a_h, self.base_rhs, a_eq, b_eq, self._bounds(False), method
@@ -359,12 +371,14 @@ class LPModel:
             lo = offset + _weak_duality_bound(
                 res, c, self.a_h, self.base_rhs, self._bounds(False), self.n_f, budget or 0.0
             )
-            last = (lo, hi)
             if hi - lo <= tau:
                 return hi, res
+        # No numbers: the bounds are the exact (un-noised) H or X, the index depends on the data
+        # and τ = tolerance·Δ̂; the budget is already spent when this is raised.
         raise SolverError(
-            f"{label} could not be certified to the tolerance {tau:g} "
-            f"(bounds {last[0]:.9g} .. {last[1]:.9g}); raise tolerance="
+            f"the {_kind(label)} linear program could not be certified to the requested "
+            f"tolerance (its primal and dual bounds stay further apart); raise tolerance= (a "
+            f"fraction of Δ̂)"
         )
 
     def g_value(self, i: int) -> float:
