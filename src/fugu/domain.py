@@ -242,8 +242,53 @@ class Hierarchy:
 
 
 # ---------------------------------------------------------------------------------------------
-# Attributes
+# Tables given as mappings of columns
 # ---------------------------------------------------------------------------------------------
+def column_length(values: Any) -> int | None:
+    """The number of values in a column, or None for something that is not a column (a scalar,
+    a string).
+
+    >>> column_length([1, 2, 3]), column_length(np.zeros((4, 2))), column_length(5)
+    (3, 4, None)
+    """
+    if isinstance(values, str | bytes):
+        return None
+    try:
+        return len(values)
+    except TypeError:  # a scalar, or a 0-d array
+        return None
+
+
+def check_column_lengths(lengths: Mapping[str, int], what: str = "the records") -> None:
+    """Refuse columns of different lengths, naming each column and its length.
+
+    A table given as a mapping of columns is aligned row by row: a column longer or shorter than
+    the others would pair values of different records, and fugu neither pads nor cuts it.
+
+    >>> check_column_lengths({"age": 3, "sex": 3})
+    >>> try:
+    ...     check_column_lengths({"age": 3, "sex": 2})
+    ... except DomainError as err:
+    ...     print(str(err)[:71])
+    the columns of the records have different lengths: {'age': 3, 'sex': 2}
+    """
+    distinct = set(lengths.values())
+    if len(distinct) <= 1:
+        return
+    values = list(lengths.values())
+    by_count = sorted(distinct, key=values.count, reverse=True)
+    if values.count(by_count[0]) > values.count(by_count[1]):
+        odd = [k for k, n in lengths.items() if n != by_count[0]]
+        fix = f"give the column(s) {odd} {by_count[0]} values like the others"
+    else:
+        fix = "give every column the same number of values"
+    raise DomainError(
+        f"the columns of {what} have different lengths: {dict(lengths)}; every column needs one "
+        f"value per record (fugu neither pads nor cuts a column): {fix}, or leave a column that "
+        f"is not needed out of the table"
+    )
+
+
 def _is_arrow(values: Any) -> bool:
     return type(values).__module__.startswith("pyarrow")
 
@@ -744,14 +789,17 @@ class Domain:
                 f"they have {sorted(map(str, columns))[:20]}. "
                 f"Rename the columns or change the domain"
             )
+        self._check_lengths(columns)
         cols = [a.encode(columns[a.name], out_of_domain) for a in self.attributes]
         lengths = {c.size for c in cols}
-        if len(lengths) > 1:
-            raise DomainError(
-                "columns have different lengths: "
-                f"{dict(zip(self.names, [c.size for c in cols], strict=True))}"
-            )
+        if len(lengths) > 1:  # columns without a length (scalars) count as one value
+            check_column_lengths(dict(zip(self.names, [c.size for c in cols], strict=True)))
         return np.stack(cols, axis=1) if cols[0].size else np.zeros((0, self.ndim), np.int64)
+
+    def _check_lengths(self, columns: Mapping[str, ArrayLike]) -> None:
+        """The domain's columns must have one length (before any is encoded)."""
+        lengths = {n: column_length(columns[n]) for n in self.names}
+        check_column_lengths({n: k for n, k in lengths.items() if k is not None})
 
     def encode(
         self, columns: Mapping[str, ArrayLike], out_of_domain: OutOfDomainPolicy = "error"
@@ -768,6 +816,7 @@ class Domain:
         missing = [n for n in self.names if n not in columns]
         if missing:
             self.encode_columns(columns, out_of_domain)  # raises the standard error
+        self._check_lengths(columns)
         flat: NDArray[np.int64] | None = None
         for a in self.attributes:
             c = a.encode(columns[a.name], out_of_domain)
@@ -776,8 +825,11 @@ class Domain:
                 # in-place updates that a second attribute needs.
                 flat = c.copy() if self.ndim > 1 else c
             else:
-                if c.size != flat.size:
-                    raise DomainError("columns have different lengths")
+                if c.size != flat.size:  # e.g. a 2-d column, flattened by Attribute.encode
+                    raise DomainError(
+                        f"column {a.name!r} gives {c.size} values and the columns before it "
+                        f"{flat.size}; every column needs one value per record (a 1-d array)"
+                    )
                 dropped = ((flat < 0) | (c < 0)) if out_of_domain == "drop" else None
                 flat *= a.size
                 flat += c

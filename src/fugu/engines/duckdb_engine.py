@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import DomainError, EmptyDataError, InvalidParameterError, InvalidTypeError
-from .numpy_engine import CHUNK_ROWS, columns_of
+from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, columns_of
 
 
 def _quote(name: str) -> str:
@@ -139,7 +139,7 @@ def _rlimit_budget() -> str | None:
         return None
 
 
-def _arrow_array(values: Any) -> Any:
+def _arrow_array(values: Any, name: str = "a column") -> Any:
     """A column as an Arrow array; an (n, w) uint8 array (packed bits) as fixed-size binary."""
     import pyarrow as pa
 
@@ -154,7 +154,10 @@ def _arrow_array(values: Any) -> Any:
         flat = pa.array(np.ascontiguousarray(arr).reshape(-1))
         return pa.FixedSizeListArray.from_arrays(flat, arr.shape[1])
     if arr.ndim != 1:
-        raise InvalidTypeError(f"a column must be one-dimensional, got shape {arr.shape}")
+        raise InvalidTypeError(
+            f"{name} must be a one-dimensional array of values (one per record), got shape "
+            f"{arr.shape}"
+        )
     return pa.array(arr)
 
 
@@ -167,7 +170,8 @@ def _as_arrow(data: Any) -> Any:
     if isinstance(data, np.ndarray) and data.dtype.names:
         return pa.table({n: data[n] for n in data.dtype.names})
     if hasattr(data, "items"):
-        return pa.table({str(k): _arrow_array(v) for k, v in data.items()})
+        check_mapping_lengths(data)
+        return pa.table({str(k): _arrow_array(v, f"column {str(k)!r}") for k, v in data.items()})
     raise InvalidTypeError(
         f"the duckdb engine reads a CSV/Parquet path, sql=..., or an in-memory table (mapping, "
         f"pandas/Polars DataFrame, Arrow); got {type(data).__name__}"

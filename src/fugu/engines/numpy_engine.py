@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..domain import check_column_lengths, column_length
 from ..errors import EmptyDataError, InvalidTypeError
 
 CHUNK_ROWS = 1 << 22
@@ -44,9 +45,11 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
     """The named columns of an in-memory table as numpy arrays.
 
     Accepts a mapping of name → array, a numpy structured array, a pandas or Polars DataFrame, or a
-    pyarrow Table / RecordBatch. Missing columns are reported by the domain, with their names.
+    pyarrow Table / RecordBatch. Missing columns are reported by the domain, with their names; a
+    mapping whose columns differ in length is refused.
     """
     if isinstance(data, Mapping):
+        check_mapping_lengths(data)
         cols = {str(k): np.asarray(v) for k, v in data.items() if str(k) in names}
     elif isinstance(data, np.ndarray) and data.dtype.names:
         cols = {n: np.asarray(data[n]) for n in data.dtype.names if n in names}
@@ -71,6 +74,13 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
     if lengths == {0}:
         raise EmptyDataError("the records are empty (0 rows); there is nothing to count")
     return cols
+
+
+def check_mapping_lengths(data: Mapping[Any, Any], what: str = "the records") -> None:
+    """Refuse a mapping of columns whose columns differ in length (every entry with a length is
+    a column, whether or not it is read: a table is aligned row by row)."""
+    lengths = {str(k): column_length(v) for k, v in data.items()}
+    check_column_lengths({k: n for k, n in lengths.items() if n is not None}, what)
 
 
 def _pandas_column(s: Any) -> np.ndarray:
