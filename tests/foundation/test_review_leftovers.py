@@ -3,16 +3,88 @@ the magnitude guard of grid_laplace, the threadpoolctl dependency."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import fugu
 from fugu.engines import histogram_counts, partial_counts, partial_sums
 
+AGE = fugu.Domain([fugu.Ordinal("age", 0, 4)])
 AGE_SEX = fugu.Domain([fugu.Ordinal("age", 0, 4), fugu.Nominal("sex", ["F", "M"])])
 ENGINES = ["numpy", "duckdb"]
+
+
+# -- 1. repeated column names: refused by every engine, never "the first one" ------------------
+def _dup_sources(tmp_path: Path) -> dict[str, Any]:
+    """Each source has two columns named age: the first holds 1, 1, 4, the second 3, 3, 0."""
+    import pandas as pd
+
+    csv = tmp_path / "dup.csv"
+    csv.write_text("age,age\n1,3\n1,3\n4,0\n")
+    table = pa.Table.from_arrays([pa.array([1, 1, 4]), pa.array([3, 3, 0])], names=["age", "age"])
+    parquet = tmp_path / "dup.parquet"
+    pq.write_table(table, parquet)
+    frame = pd.DataFrame([[1, 3], [1, 3], [4, 0]], columns=["age", "age"])
+    return {"csv": csv, "parquet": parquet, "arrow": table, "pandas": frame}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("source", ["csv", "parquet", "arrow", "pandas"])
+def test_repeated_column_name_is_refused(tmp_path: Path, engine: str, source: str) -> None:
+    data = _dup_sources(tmp_path)[source]
+    with pytest.raises(fugu.DomainError, match=r"repeat: 2 columns named 'age'.*rename or drop"):
+        histogram_counts(data, AGE, engine=engine)
+    with pytest.raises(fugu.DomainError, match="columns named 'age'"):
+        partial_counts(data, lambda b: np.asarray(b["age"]), 5, columns=["age"], engine=engine)
+    if source in ("csv", "parquet"):
+        with pytest.raises(fugu.DomainError, match=r"dup\.(csv|parquet)' repeat"):
+            fugu.Histogram.from_file(data, AGE, engine=engine)
+    else:
+        with pytest.raises(fugu.DomainError, match="columns named 'age'"):
+            fugu.Histogram.from_records(data, AGE, engine=engine)
+
+
+def test_repeated_column_name_in_a_query_is_refused() -> None:
+    with pytest.raises(fugu.DomainError, match="the query repeat: 2 columns named 'age'"):
+        fugu.Histogram.from_file(None, AGE, sql="SELECT 1 AS age, 3 AS age")
+
+
+def test_duckdb_refuses_names_equal_but_for_case_numpy_reads_the_exact_one(
+    tmp_path: Path,
+) -> None:
+    """DuckDB matches names ignoring case (it would read `Age` for `age`); pyarrow does not."""
+    csv = tmp_path / "case.csv"
+    csv.write_text("Age,age\n1,3\n1,3\n4,0\n")
+    with pytest.raises(fugu.DomainError, match="ignoring case"):
+        fugu.Histogram.from_file(csv, AGE, engine="duckdb")
+    counts = fugu.Histogram.from_file(csv, AGE, engine="numpy").counts
+    assert counts.tolist() == [1, 0, 0, 2, 0]  # the column named exactly `age`
+
+
+def test_duckdb_refuses_the_name_it_made_up_for_a_repeated_column(tmp_path: Path) -> None:
+    csv = tmp_path / "dup.csv"
+    csv.write_text("age,age\n1,3\n")
+    dom = fugu.Domain([fugu.Ordinal("age_1", 0, 4)])
+    with pytest.raises(fugu.DomainError, match="DuckDB made that name up"):
+        fugu.Histogram.from_file(csv, dom, engine="duckdb")
+    with pytest.raises(fugu.DomainError, match=r"lacks the column\(s\) \['age_1'\]"):
+        fugu.Histogram.from_file(csv, dom, engine="numpy")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_repeated_columns_that_are_not_read_do_not_matter(tmp_path: Path, engine: str) -> None:
+    csv = tmp_path / "other.csv"
+    csv.write_text("x,x,age\n0,9,1\n0,9,1\n0,9,4\n")
+    assert fugu.Histogram.from_file(csv, AGE, engine=engine).counts.tolist() == [0, 2, 0, 0, 1]
+    table = pa.Table.from_arrays(
+        [pa.array([0, 0, 0])] * 2 + [pa.array([1, 1, 4])], ["x", "x", "age"]
+    )
+    assert histogram_counts(table, AGE, engine=engine).tolist() == [0, 2, 0, 0, 1]
 
 
 # -- 2. ragged mappings: a FuguError naming every column and its length -------------------------

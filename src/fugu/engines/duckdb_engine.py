@@ -16,6 +16,7 @@ is recorded in the release.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import DomainError, EmptyDataError, InvalidParameterError, InvalidTypeError
-from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, columns_of
+from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, check_unique_columns, columns_of
+
+#: How DuckDB renames the second and later columns of one name (``age`` → ``age_1``).
+_RENAMED = re.compile(r"_[0-9]+$")
 
 
 def _quote(name: str) -> str:
@@ -72,10 +76,16 @@ class _Connection:
             self.con.execute(f"SET memory_limit='{limit}'")
         self.con.execute("SET preserve_insertion_order=false")
         self.con.execute(f"SET enable_progress_bar={'true' if progress else 'false'}")
+        self.data, self.sql = data, sql
+        self.table_names: list[str] | None = None
         if sql is not None or data is None or isinstance(data, str | Path):
             self.src = source_sql(data, sql)
         else:
-            self.con.register("__fugu_input", _as_arrow(data))
+            table = _as_arrow(data)
+            self.table_names = [str(c) for c in getattr(table, "columns", [])]
+            if type(table).__module__.split(".")[0] == "pyarrow":
+                self.table_names = list(table.schema.names)
+            self.con.register("__fugu_input", table)
             self.src = "__fugu_input"
 
     def columns(self) -> list[str]:
@@ -86,8 +96,51 @@ class _Connection:
         except duckdb.Error as exc:
             raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None
 
+    def source_columns(self) -> list[str]:
+        """The input's column names as written in it, before DuckDB renames repeated ones.
+
+        DuckDB reads a table with two columns named ``age`` (a CSV header ``age,age``, a Parquet
+        file, an Arrow table, a query ``SELECT 1 AS age, 2 AS age``) as ``age`` and ``age_1``, and
+        matches names ignoring case: ``"age"`` would silently read the first of them.
+        """
+        import duckdb
+
+        if self.table_names is not None:
+            return self.table_names
+        try:
+            if self.sql is not None:
+                return list(self.con.sql(self.sql).columns)
+            suffixes = "".join(Path(self.data).suffixes).lower()
+            if ".parquet" in suffixes or ".pq" in suffixes:
+                import pyarrow.parquet as pq
+
+                return list(pq.read_schema(self.data).names)
+            lit = "'" + str(self.data).replace("'", "''") + "'"
+            header = self.con.execute(
+                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true) LIMIT 1"
+            ).fetchall()
+        except (duckdb.Error, OSError, ValueError) as exc:
+            raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None
+        return [str(v) for v in header[0]] if header else self.columns()
+
     def check(self, names: Sequence[str]) -> None:
         cols = self.columns()
+        if self.table_names is not None or any(_RENAMED.search(c) for c in cols):
+            # DuckDB renames a repeated column `x` to `x_1`: check the names as written
+            raw = self.source_columns()
+            folded = {c.lower() for c in raw}
+            if len(folded) < len(raw):
+                where = "the query" if self.sql is not None else "the input"
+                if isinstance(self.data, str | Path) and self.sql is None:
+                    where = repr(str(self.data))
+                check_unique_columns(names, raw, where=where, fold_case=True)
+                made_up = [n for n in names if n in cols and n.lower() not in folded]
+                if made_up:
+                    raise DomainError(
+                        f"{where} has no column named {made_up[0]!r}: DuckDB made that name up "
+                        f"for a repeated column (the columns are {raw[:20]}); rename the "
+                        "repeated columns in the input"
+                    )
         missing = [n for n in names if n not in cols]
         if missing:
             raise DomainError(

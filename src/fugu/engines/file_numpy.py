@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from ..domain import Domain, OutOfDomainPolicy
 from ..errors import DomainError, EmptyDataError, FileFormatError, InvalidParameterError
-from .numpy_engine import bincount_chunked, columns_of
+from .numpy_engine import bincount_chunked, check_unique_columns, columns_of
 
 
 def iter_batches(
@@ -58,7 +58,7 @@ def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterat
 
         f = pq.ParquetFile(p)
         have = f.schema_arrow.names
-        _check_columns(names, have)
+        _check_columns(names, have, p)
         for i in range(f.num_row_groups):
             yield from f.read_row_group(i, columns=names).to_batches(max_chunksize=batch_rows)
     elif ".csv" in suffixes or ".tsv" in suffixes or ".txt" in suffixes:
@@ -70,7 +70,7 @@ def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterat
                 read_options=pcsv.ReadOptions(block_size=1 << 24),
                 parse_options=csv_parse_options(),
             )
-        _check_columns(names, reader.schema.names)
+        _check_columns(names, reader.schema.names, p)
         with csv_errors(p):
             for batch in reader:
                 yield batch.select(names)
@@ -115,13 +115,14 @@ def read_csv_table(path: str | Path) -> Any:
         return pcsv.read_csv(path, parse_options=csv_parse_options())
 
 
-def _check_columns(names: list[str], have: list[str]) -> None:
+def _check_columns(names: list[str], have: list[str], path: str | Path) -> None:
     missing = [n for n in names if n not in have]
     if missing:
         raise DomainError(
             f"the input lacks the column(s) {missing}; it has {have[:20]}. Rename the columns or "
             f"change the domain"
         )
+    check_unique_columns(names, have, where=repr(str(path)))
 
 
 def histogram_from_file(

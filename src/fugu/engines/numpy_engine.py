@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import check_column_lengths, column_length
-from ..errors import EmptyDataError, InvalidTypeError
+from ..errors import DomainError, EmptyDataError, InvalidTypeError
 
 CHUNK_ROWS = 1 << 22
 
@@ -46,7 +46,7 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
 
     Accepts a mapping of name → array, a numpy structured array, a pandas or Polars DataFrame, or a
     pyarrow Table / RecordBatch. Missing columns are reported by the domain, with their names; a
-    mapping whose columns differ in length is refused.
+    mapping whose columns differ in length, and a named column that appears twice, are refused.
     """
     if isinstance(data, Mapping):
         check_mapping_lengths(data)
@@ -56,10 +56,12 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
     else:
         mod = type(data).__module__.split(".")[0]
         if mod == "pandas":
+            check_unique_columns(names, [str(c) for c in data.columns])
             cols = {str(c): _pandas_column(data[c]) for c in data.columns if str(c) in names}
         elif mod == "polars":
             cols = {c: _polars_column(data[c]) for c in data.columns if c in names}
         elif mod == "pyarrow":
+            check_unique_columns(names, list(data.column_names))
             cols = {c: _arrow_column(data.column(c)) for c in data.column_names if c in names}
         elif mod == "pyspark":
             raise InvalidTypeError(
@@ -81,6 +83,41 @@ def check_mapping_lengths(data: Mapping[Any, Any], what: str = "the records") ->
     a column, whether or not it is read: a table is aligned row by row)."""
     lengths = {str(k): column_length(v) for k, v in data.items()}
     check_column_lengths({k: n for k, n in lengths.items() if n is not None}, what)
+
+
+def check_unique_columns(
+    names: Sequence[str], have: Sequence[str], where: str = "the records", fold_case: bool = False
+) -> None:
+    """Refuse a table in which a needed column name appears more than once.
+
+    Readers differ on such tables (pyarrow refuses, DuckDB renames the later ones ``age_1`` and
+    reads the first), so fugu refuses them everywhere rather than pick one. ``fold_case``: names
+    that differ only in case count as one (DuckDB matches names ignoring case).
+
+    >>> check_unique_columns(["age"], ["age", "sex"])
+    >>> try:
+    ...     check_unique_columns(["age"], ["age", "age"])
+    ... except DomainError as err:
+    ...     print(str(err)[:61])
+    the column names of the records repeat: 2 columns named 'age'
+    """
+
+    def key(n: str) -> str:
+        return n.lower() if fold_case else n
+
+    found: dict[str, list[str]] = {}
+    for h in have:
+        found.setdefault(key(h), []).append(h)
+    dups = {n: found[key(n)] for n in dict.fromkeys(names) if len(found.get(key(n), ())) > 1}
+    if dups:
+        detail = "; ".join(f"{len(v)} columns named {n!r} ({v})" for n, v in dups.items())
+        case = any(len(set(v)) > 1 for v in dups.values())
+        raise DomainError(
+            f"the column names of {where} repeat: {detail}"
+            + (", and DuckDB matches column names ignoring case" if case else "")
+            + ". fugu cannot tell which one holds the values and does not pick one: rename or "
+            "drop the repeated column(s)"
+        )
 
 
 def _pandas_column(s: Any) -> np.ndarray:
