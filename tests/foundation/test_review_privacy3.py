@@ -13,12 +13,18 @@ Bugs this review found are fixed, and their tests failed before the fix:
   the exact, un-noised X (``bounds 19.9755389 .. 19.9755389`` for the karate club's node-DP
   triangle count), the data-dependent program index ``G[29]`` (|P| − j, with |P| private under
   node DP) and τ = tolerance·Δ̂, after the budget was spent: two neighbouring graphs gave
-  different messages with probability 1.
+  different messages with probability 1;
+* ``KRelation.from_records`` took its columns from the first row, so an empty DataFrame (every
+  owner withdrawn) lost its non-owner columns and ``answer(rel, "km")`` raised after the budget
+  was spent where the neighbour with one row released a value (told apart with probability 1);
+* ``general_recursive(..., check_monotone=False)`` released non-monotone queries under a stated
+  ε: with 5 participants the exact loss was 2.0 at ε = 1 (Lemma 7 fails, |ΔX| = 4·Δ̂).
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any
 
 import networkx as nx
@@ -54,3 +60,37 @@ def test_solver_error_message_is_the_same_on_neighbouring_graphs(kw: dict[str, A
     m1, m2 = _solver_message(G, **kw), _solver_message(H, **kw)
     assert m1 == m2
     assert not any(ch.isdigit() for ch in m1.replace("1e-9", ""))
+
+
+# == 2. graph: the schema of a K-relation must not depend on whether rows exist ================
+def _trips(kind: str, rows: list[dict[str, Any]]) -> Any:
+    if kind == "pandas":
+        pd = pytest.importorskip("pandas")
+        return pd.DataFrame(rows, columns=["who", "km"])
+    return {"who": [r["who"] for r in rows], "km": [r["km"] for r in rows]}
+
+
+@pytest.mark.parametrize("kind", ["pandas", "dict-of-columns"])
+def test_krelation_columns_come_from_the_schema_not_the_rows(kind: str) -> None:
+    """``answer(KRelation.from_records(trips, owners="who"), "km")`` on a trips table with one
+    row (ann, 3 km) and on its participant-DP neighbour without ann (zero rows, same schema):
+    the columns were taken from the first row, so the empty relation had only ``('who',)`` and
+    the answer raised ``no column 'km'`` *after* the accountant was charged, while the neighbour
+    released a value — told apart with probability 1. Both must release."""
+    for rows in ([], [{"who": "ann", "km": 3.0}]):
+        rel = fugu.graph.KRelation.from_records(_trips(kind, rows), owners="who")
+        assert rel.columns == ("who", "km")
+        acct = fugu.Accountant(fugu.Budget(1.0, model="participant-dp"))
+        out = fugu.graph.answer(rel, "km", 0.5, rng=fugu.RandomSource(seed=0), accountant=acct)
+        assert math.isfinite(out.value)
+
+
+def test_empty_list_of_records_needs_columns_before_anything_is_charged() -> None:
+    """A list of dicts declares no schema: with no rows fugu cannot know the columns, so it asks
+    for ``columns=`` when the relation is built (before any mechanism runs), and with them the
+    empty relation answers like its neighbours."""
+    with pytest.raises(fugu.errors.InvalidParameterError, match="columns="):
+        fugu.graph.KRelation.from_records([], owners="who")
+    rel = fugu.graph.KRelation.from_records([], owners="who", columns=["who", "km"])
+    out = fugu.graph.answer(rel, "km", 0.5, rng=fugu.RandomSource(seed=0))
+    assert math.isfinite(out.value)

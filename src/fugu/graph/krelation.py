@@ -291,22 +291,29 @@ class Annotations:
 
 def _records(data: Any) -> list[dict[str, Any]]:
     """Rows of a list of dicts, a dict of columns, a pandas or a Polars DataFrame."""
+    return _table(data)[0]
+
+
+def _table(data: Any) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    """Rows and the declared columns of the container (None for a list of dicts, which declares
+    none). The columns of a DataFrame or a dict of columns are its schema, known however many
+    rows it holds (none included): they never depend on the data."""
     mod = type(data).__module__
     if mod.startswith("pandas"):
-        return list(data.to_dict("records"))
+        return list(data.to_dict("records")), list(data.columns)
     if mod.startswith("polars"):
-        return list(data.to_dicts())
+        return list(data.to_dicts()), list(data.columns)
     if isinstance(data, Mapping):
         cols = {k: list(v) for k, v in data.items()}
         lens = {len(v) for v in cols.values()}
         if len(lens) > 1:
             raise InvalidParameterError(f"columns have different lengths {sorted(lens)}")
         n = lens.pop() if lens else 0
-        return [{k: v[i] for k, v in cols.items()} for i in range(n)]
+        return [{k: v[i] for k, v in cols.items()} for i in range(n)], list(cols)
     if isinstance(data, list | tuple):
         if not all(isinstance(r, Mapping) for r in data):
             raise InvalidTypeError("records must be dicts (column -> value)")
-        return [dict(r) for r in data]
+        return [dict(r) for r in data], None
     raise InvalidTypeError(
         f"cannot read records from {type(data).__name__}; give a list of dicts, a dict of columns, "
         f"or a pandas/Polars DataFrame"
@@ -422,7 +429,11 @@ class KRelation:
             participant or a list/tuple of them (joint ownership). An edge under node privacy is
             owned by both its end points: ``owners=["src", "dst"]``.
         columns : list of str, optional
-            The tuple's columns (default: all columns, owner columns included).
+            The tuple's columns. Default: every column of the container, owner columns included
+            — a DataFrame's columns or a dict's keys (its schema, the same with no rows), or the
+            first record's keys for a list of dicts. An empty list of dicts declares no columns
+            and needs ``columns=`` (the schema is public: it must not depend on whether any
+            participant is present).
         max_clauses : int
             Public threshold of ``form="auto"`` (default :data:`MAX_CLAUSES`); never a refusal.
         form : {"auto", "dnf", "formula"}
@@ -448,12 +459,24 @@ class KRelation:
             raise InvalidParameterError(f"form must be one of {FORMS}, got {form!r}")
         fanin = _check_fanin(max_fanin)
         maxc = _check_max_clauses(max_clauses)
-        rows = _records(data)
+        rows, schema = _table(data)
         owner_cols = [owners] if isinstance(owners, str) else list(owners)
         if not owner_cols:
             raise InvalidParameterError("owners must name at least one column")
         if columns is None:
-            columns = list(rows[0].keys()) if rows else list(owner_cols)
+            # the container's schema, never the rows: with the first row's keys, an empty
+            # DataFrame (every owner withdrawn) had only the owner columns, so answer(rel, "km")
+            # raised after the budget was spent where its neighbour with one row released
+            if schema is not None:
+                columns = schema
+            elif rows:
+                columns = list(rows[0].keys())
+            else:
+                raise InvalidParameterError(
+                    "an empty list of records declares no columns; pass columns=[...] (the "
+                    "relation's schema is public and must not depend on whether rows exist), or "
+                    "give a DataFrame or a dict of columns"
+                )
         cols = tuple(columns)
         acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
         for i, r in enumerate(rows):
