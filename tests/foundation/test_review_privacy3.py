@@ -28,11 +28,13 @@ import math
 from typing import Any
 
 import networkx as nx
+import numpy as np
 import pytest
 
 import fugu
 
 LP = importlib.import_module("fugu.graph.lp")
+REC = importlib.import_module("fugu.graph.recursive")
 
 
 # == 1. graph: error messages of the Recursive Mechanism's linear programs =========================
@@ -94,3 +96,40 @@ def test_empty_list_of_records_needs_columns_before_anything_is_charged() -> Non
     rel = fugu.graph.KRelation.from_records([], owners="who", columns=["who", "km"])
     out = fugu.graph.answer(rel, "km", 0.5, rng=fugu.RandomSource(seed=0))
     assert math.isfinite(out.value)
+
+
+# == 3. graph: the general Recursive Mechanism and non-monotone queries ===========================
+def _not_monotone(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """q over the subsets (bitmasks) of participants a_1..a_m and c (bit m): M = 1000 on every
+    non-empty set without c, 0 on every set with c. D1 = {a_1..a_m}, D2 = D1 + c (neighbours)."""
+    q2 = np.zeros(1 << (m + 1))
+    q2[1 : 1 << m] = 1000.0
+    return q2[: 1 << m].copy(), q2
+
+
+def test_general_recursive_non_monotone_query_breaks_lemma_7() -> None:
+    """Why ``check_monotone=False`` must not be offered: for the neighbours above (m = 4) the
+    mechanism's own sequences give the same j on both sides, so Δ̂ has the same distribution,
+    but X(D1) = 4·Δ̂ and X(D2) = 0 (exact, every Δ̂ ≤ 250): the answer's noise Lap(Δ̂/ε2) then
+    leaves a loss of 4·ε2 = 2.0 at ε = 1 (split 1/2) — twice the stated ε."""
+    params = fugu.graph.RecursiveParameters.make(1.0, tolerance=0.0)
+    q1, q2 = _not_monotone(4)
+    (h1, j1), (h2, j2) = REC.general_sequences(q1, 4, params), REC.general_sequences(q2, 5, params)
+    assert j1 == j2
+    for dh in (0.5, 3.0, 250.0):
+        x1 = float(np.min(h1 + (4 - np.arange(5)) * dh))
+        x2 = float(np.min(h2 + (5 - np.arange(6)) * dh))
+        assert abs(x1 - x2) / dh * params.epsilon2 == pytest.approx(2.0)
+
+
+def test_general_recursive_refuses_to_skip_the_monotonicity_check() -> None:
+    """``check_monotone=False`` released the query above with a guarantee of ε = 1; it is now
+    refused (before anything is charged), and the check itself refuses the query."""
+    _, q2 = _not_monotone(4)
+    acct = fugu.Accountant(fugu.Budget(1.0, model="participant-dp"))
+    for flag in (False, True):
+        with pytest.raises(fugu.errors.InvalidParameterError, match="monoton"):
+            fugu.graph.general_recursive(
+                q2, None, 1.0, check_monotone=flag, rng=fugu.RandomSource(seed=0), accountant=acct
+            )
+    assert acct.remaining == pytest.approx(1.0)
