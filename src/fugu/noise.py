@@ -69,6 +69,13 @@ __all__ = [
 #: Mechanism's Δ̂) must check against it.
 MAX_SCALE = float(2**52)
 
+#: Largest ``|value| / grid step`` that :func:`grid_laplace` accepts: 2**62. The grid value and
+#: its noise are added exactly in int64 (the noise scale is at most ``MAX_SCALE = 2**52`` grid
+#: units, so ``|noise| >= 2**62`` has probability about ``e**-1024``). Up to 2**53 grid units the
+#: released double is that exact sum times the grid step; beyond, it is the exact sum rounded
+#: once to a double — post-processing of the ε-DP integer, so privacy is unaffected.
+GRID_MAX_UNITS = float(2**62)
+
 _U64 = np.uint64
 _BLOCK = 1 << 16  # small draws are served from a per-thread buffer of this many 64-bit words
 
@@ -1054,6 +1061,16 @@ def grid_laplace(
     Returns the noisy values and a :class:`GridNoise` record (use ``.variance()`` for the exact
     per-coordinate noise variance).
 
+    Magnitude: ``|value| / γ_i`` may be at most :data:`GRID_MAX_UNITS` = 2**62 (else an
+    :class:`~fugu.errors.InvalidParameterError` naming the value and the limit). The integer
+    ``round(x_i/γ_i) + noise`` is exact in int64 at any accepted magnitude; it is returned as
+    a double, exactly while it stays within 2**53 grid units, beyond that rounded once to the
+    nearest double (post-processing of the ε-DP integer: the privacy argument is unchanged, but
+    the released values are spaced by the double's ulp and their variance may exceed
+    ``.variance()`` by up to ulp²/12). Callers reach that range legitimately: Privelet's total
+    coefficient for a histogram of 2**43 records on 64 cells is 2**53 grid units (a histogram
+    holds up to 2**53 records, :data:`fugu.histogram.MAX_COUNT`).
+
     Examples
     --------
     >>> from fugu import RandomSource
@@ -1085,9 +1102,20 @@ def grid_laplace(
     eff = sensitivity + slack
     lam = eff / epsilon
     scale_grid = lam / (w * gamma)  # in grid units
-    ints = np.rint(x / gamma)
-    if x.size and np.max(np.abs(ints)) > 2.0**62:
-        raise InvalidParameterError("values are too large for the noise grid; rescale the data")
+    with np.errstate(over="ignore"):  # inf is refused below
+        ints = np.rint(x / gamma)
+    if x.size and not np.max(np.abs(ints)) <= GRID_MAX_UNITS:  # also inf (x / gamma overflowed)
+        with np.errstate(over="ignore"):
+            units = (np.abs(x) / gamma).reshape(-1)
+        j = int(np.argmax(units))
+        g = float(gamma.reshape(-1)[j])
+        raise InvalidParameterError(
+            f"values: {float(x.reshape(-1)[j]):.6g} is {float(units[j]):.3g} grid units of "
+            f"{g:.3g} (the noise grid for sensitivity {float(sensitivity):g}), above the limit "
+            f"2**62 grid units (a grid value and its noise are added exactly in int64): values "
+            f"must lie within ±{GRID_MAX_UNITS * g:.6g}; rescale the data (e.g. count in "
+            "thousands)"
+        )
     noise = discrete_laplace(scale_grid, rng=rng) if x.size else np.zeros(0, np.int64)
     noisy = (ints.astype(np.int64) + noise).astype(np.float64) * gamma
     # Effective scale in value units: the sampler rounds t/s up by < 2**-20; report the asked one.

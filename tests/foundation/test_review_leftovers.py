@@ -149,3 +149,55 @@ def test_even_mappings_still_count() -> None:
     for engine in ENGINES:
         got = histogram_counts(data, AGE_SEX, engine=engine)
         assert got.tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 0, 1]
+
+
+# -- 3. grid_laplace's magnitude guard: a clear error at the int64 limit ------------------------
+def test_grid_laplace_names_the_value_its_grid_units_and_the_limit() -> None:
+    from fugu.noise import grid_laplace
+
+    rng = fugu.RandomSource(seed=1)
+    # sensitivity 1, one value changes: grid 2**-10, so 2**53 is 2**63 grid units
+    with pytest.raises(
+        fugu.InvalidParameterError, match=r"values: 9\.0072e\+15 is 9\.22e\+18 grid"
+    ):
+        grid_laplace([1.0, 2.0**53], 1.0, 1.0, rng, max_changed=1)
+    with pytest.raises(
+        fugu.InvalidParameterError, match=r"2\*\*62 grid units.*within ±4\.5036e\+15"
+    ):
+        grid_laplace([-(2.0**53)], 1.0, 1.0, rng)
+    with pytest.raises(fugu.InvalidParameterError, match="inf grid units"):
+        grid_laplace([1e308], 1.0, 1.0, rng)
+
+
+def test_grid_laplace_limit_is_exactly_2_to_62_grid_units() -> None:
+    from fugu.noise import GRID_MAX_UNITS, grid_laplace
+
+    rng = fugu.RandomSource(seed=2)
+    top = GRID_MAX_UNITS * 2.0**-10  # 2**52: exactly 2**62 grid units of 2**-10
+    noisy, info = grid_laplace([top, -top], 1.0, 1.0, rng, max_changed=1)
+    assert float(info.granularity[0]) == 2.0**-10
+    assert np.all(np.abs(noisy - [top, -top]) < 2**20)  # rounded once to a double, near the value
+    with pytest.raises(fugu.InvalidParameterError, match="2\\*\\*62"):
+        grid_laplace([np.nextafter(top, np.inf)], 1.0, 1.0, rng, max_changed=1)
+
+
+def test_grid_laplace_is_exact_on_the_grid_within_2_to_53_units() -> None:
+    """Below 2**53 grid units the released double is exactly an integer number of grid steps."""
+    from fugu.noise import grid_laplace
+
+    x = np.array([2.0**42 + 0.3, -(2.0**42) - 0.7, 5.5])  # about 2**52 grid units of 2**-10
+    noisy, info = grid_laplace(x, 1.0, 1.0, fugu.RandomSource(seed=3), max_changed=1)
+    steps = noisy / info.granularity
+    assert np.all(steps == np.rint(steps)) and np.all(np.abs(steps) < 2**53)
+
+
+def test_privelet_on_a_histogram_of_2_to_44_records_still_releases() -> None:
+    """A legitimate caller above 2**52 grid units (2**54 here): a 2**52 guard would refuse it
+    after the budget is spent."""
+    from fugu.central.privelet import privelet
+
+    counts = np.zeros(64, dtype=np.int64)
+    counts[3] = 2**44
+    hist = fugu.Histogram(counts, fugu.Domain([fugu.Ordinal("a", 0, 63)]))
+    rel = privelet(hist, 1.0, rng=fugu.RandomSource(seed=4), neighbours="add-remove")
+    assert abs(float(rel.counts.sum()) - 2**44) < 2**20
