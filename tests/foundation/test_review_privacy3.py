@@ -18,12 +18,17 @@ Bugs this review found are fixed, and their tests failed before the fix:
   owner withdrawn) lost its non-owner columns and ``answer(rel, "km")`` raised after the budget
   was spent where the neighbour with one row released a value (told apart with probability 1);
 * ``general_recursive(..., check_monotone=False)`` released non-monotone queries under a stated
-  ε: with 5 participants the exact loss was 2.0 at ε = 1 (Lemma 7 fails, |ΔX| = 4·Δ̂).
+  ε: with 5 participants the exact loss was 2.0 at ε = 1 (Lemma 7 fails, |ΔX| = 4·Δ̂);
+* ``fugu graph count --edges`` read the node set from the edge list, so under edge privacy
+  (node set public) removing a node's last edge changed n, and the edge-DP baselines published
+  it: the Laplace baseline's sensitivity was 3.0 vs 2.0 on two neighbouring edge lists. These
+  baselines now take the public node count ``--nodes``.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from typing import Any
 
@@ -133,3 +138,43 @@ def test_general_recursive_refuses_to_skip_the_monotonicity_check() -> None:
                 q2, None, 1.0, check_monotone=flag, rng=fugu.RandomSource(seed=0), accountant=acct
             )
     assert acct.remaining == pytest.approx(1.0)
+
+
+# == 4. graph CLI: under edge privacy the node set is public, not read from the edges ==============
+_BASELINES = {
+    "laplace": ["--mechanism", "laplace", "--pattern", "triangle"],
+    "smooth": ["--mechanism", "smooth", "--pattern", "triangle"],
+    "karwa-2-triangle": ["--mechanism", "karwa", "--pattern", "2-triangle", "--delta", "1e-6"],
+}
+
+
+def _cli_guarantee(capsys: Any, path: Any, args: list[str]) -> Any:
+    from fugu.cli import main
+
+    capsys.readouterr()
+    rc = main(["graph", "count", "--edges", str(path), "--unit", "edge", "-e", "1", *args])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out)["guarantee"] if rc == 0 else out.err)
+
+
+@pytest.mark.parametrize("mechanism", sorted(_BASELINES))
+def test_cli_edge_baselines_take_the_node_count_from_nodes_not_the_edges(
+    capsys: Any, tmp_path: Any, mechanism: str
+) -> None:
+    """Edge-DP neighbours: a triangle 1-2-3 with the path 3-4-5, and the same without edge 4-5.
+    ``fugu graph count --edges`` read the node set from the edge list, so node 5 vanished with
+    its only edge: n = 5 vs 4, and the released guarantee said so — the Laplace baseline's
+    sensitivity n − 2 was 3.0 vs 2.0, Karwa's k-triangle β (a function of n) differed too. Both
+    neighbours are now released with the public node count ``--nodes`` and identical
+    guarantees; without ``--nodes`` these baselines are refused before anything is read."""
+    g1, g2 = tmp_path / "g1.txt", tmp_path / "g2.txt"
+    g1.write_text("1 2\n2 3\n1 3\n3 4\n4 5\n")
+    g2.write_text("1 2\n2 3\n1 3\n3 4\n")
+    args = [*_BASELINES[mechanism], "--seed", "1", "--json", "-q"]
+    (rc1, out1), (rc2, out2) = (
+        _cli_guarantee(capsys, g, [*args, "--nodes", "6"]) for g in (g1, g2)
+    )
+    assert rc1 == rc2 == 0
+    assert out1 == out2
+    rc, err = _cli_guarantee(capsys, g2, args)
+    assert rc != 0 and "--nodes" in err

@@ -41,6 +41,29 @@ def _load(edges: str | None, graph: str | None, drop_self_loops: bool) -> Any:
     return nx.Graph(G)  # drop weights/attributes' multigraph-ness if any
 
 
+#: Edge-DP mechanisms whose noise or parameters depend on the number of nodes n, which edge
+#: privacy takes as public (the Recursive Mechanism does not use n).
+USES_N = ("laplace", "smooth", "karwa")
+
+
+def _public_nodes(G: Any, nodes: int) -> Any:
+    """``G`` with isolated nodes added up to the public node count ``nodes``.
+
+    An edge list only names the nodes that have an edge, so the node set read from it depends on
+    the private edges (removing a node's last edge removes the node). Under edge privacy n is
+    public: it comes from ``--nodes``. The count read from the file is never printed.
+    """
+    if G.number_of_nodes() > nodes:
+        raise click.UsageError(
+            f"--nodes {nodes}: the edge list names more nodes than that; --nodes is the public "
+            f"number of nodes of the graph (isolated nodes included), at least every node that "
+            f"can have an edge"
+        )
+    extra = nodes - G.number_of_nodes()
+    G.add_nodes_from(("isolated", i) for i in range(extra))
+    return G
+
+
 def _nonnegative(rel: Any) -> Any:
     """``--nonnegative``: fugu.graph's recorded clamp at 0 (post-processing)."""
     try:
@@ -99,6 +122,14 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--degree-bound", type=int, help="Public max degree promise (node-DP Laplace baseline)."
     )
+    @click.option(
+        "--nodes",
+        "n_nodes",
+        type=click.IntRange(min=1),
+        help="Public number of nodes of an --edges graph (isolated nodes included), needed by "
+        "the edge-DP baselines (laplace, smooth, karwa): an edge list names only the nodes "
+        "that have edges, so the node count read from it depends on the private edges.",
+    )
     @click.option("--beta", type=float, help="β (default ε/5).")
     @click.option("--mu", type=float, help="μ (default 1 node, 0.5 edge).")
     @click.option("--theta", type=float, help="θ of the recursive mechanism (default 1).")
@@ -147,6 +178,7 @@ def register(cli: click.Group) -> None:
         mechanism: str,
         delta: float | None,
         degree_bound: int | None,
+        n_nodes: int | None,
         beta: float | None,
         mu: float | None,
         theta: float | None,
@@ -196,7 +228,25 @@ def register(cli: click.Group) -> None:
                 f"another --mechanism",
                 param_hint="--mechanism",
             )
+        # n is public under edge privacy: for an edge list it must be declared (the node set
+        # read from the edges changes when a node's last edge is removed, and with it the
+        # baselines' sensitivity, noise and parameters, all published)
+        needs_n = unit == "edge" and mechanism in USES_N and edges is not None
+        if n_nodes is not None and not needs_n:
+            raise click.UsageError(
+                "--nodes is the public node count of an --edges graph for the edge-DP baselines "
+                "(--unit edge --mechanism laplace|smooth|karwa); it has no effect here"
+            )
+        if needs_n and n_nodes is None:
+            raise click.UsageError(
+                f"--mechanism {mechanism} --unit edge uses the number of nodes n, which edge "
+                f"privacy takes as public; an edge list names only the nodes that have edges, so "
+                f"give the public node count with --nodes N"
+            )
         G = _load(edges, graph_name, drop_self_loops)
+        if needs_n:
+            assert n_nodes is not None
+            G = _public_nodes(G, n_nodes)
         rng = seed_source(seed)
         show = not quiet_requested(quiet) and not as_json
         t0 = time.perf_counter()

@@ -5,6 +5,10 @@ lines; collaboration graphs such as ca-GrQc list each undirected edge in both di
 :func:`read_edge_list` reads it as an **undirected simple graph**: ``u v`` and ``v u`` (and
 repeats) become one edge — this conversion is documented, not silent. Self-loops are refused
 unless ``self_loops="drop"``. Node ids become ints when every id parses as an int, else strings.
+
+The node set is the set of ids that occur in some edge: it depends on the edges. Under edge
+privacy the node set is public (the edge-DP baselines use its size n), so add the public node set
+to the graph (``G.add_nodes_from(...)``; the CLI's ``--nodes N``) before releasing.
 """
 
 from __future__ import annotations
