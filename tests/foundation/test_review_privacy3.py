@@ -22,7 +22,10 @@ Bugs this review found are fixed, and their tests failed before the fix:
 * ``fugu graph count --edges`` read the node set from the edge list, so under edge privacy
   (node set public) removing a node's last edge changed n, and the edge-DP baselines published
   it: the Laplace baseline's sensitivity was 3.0 vs 2.0 on two neighbouring edge lists. These
-  baselines now take the public node count ``--nodes``.
+  baselines now take the public node count ``--nodes``;
+* ``general_recursive`` accepted repeated participants (one person as several bits of the subset
+  lattice): ``["a"] * 4`` gave X = 4·Δ̂ against 0 on the neighbour ∅ with the same j, an exact
+  loss of 2.0 at ε = 1 whenever Δ̂ ≤ 1/4.
 """
 
 from __future__ import annotations
@@ -344,3 +347,18 @@ def test_blowfish_laplace_histogram_scale_covers_every_neighbour(
     ((_, scale),) = calls
     worst = max(float(np.abs(d).sum()) for d in _minimal_deltas(pol, 4))
     assert worst <= scale * 1.0 + 1e-9
+
+
+def test_general_recursive_refuses_repeated_participants() -> None:
+    """``general_recursive(len, ["a"] * 4, ε)`` treated one person as four participants: the
+    database {a} and its neighbour ∅ get the same j (G_4 = 1 ≤ θ), but X({a}) = min(4·Δ̂, 1)
+    against 0, so whenever Δ̂ ≤ 1/4 (probability ≈ 1.3e-3 at ε = 1, μ = 1) the loss is
+    4·ε2 = 2.0 at a stated ε = 1. Repeated participants are refused."""
+    params = fugu.graph.RecursiveParameters.make(1.0, tolerance=0.0)
+    q = np.array([0.0] + [1.0] * 15)  # len(frozenset of the chosen copies of "a")
+    h, j = REC.general_sequences(q, 4, params)
+    assert j == REC.general_sequences(np.zeros(1), 0, params)[1] == 0
+    dh = 0.2
+    assert float(np.min(h + (4 - np.arange(5)) * dh)) / dh * params.epsilon2 == pytest.approx(2.0)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="distinct"):
+        fugu.graph.general_recursive(len, ["a", "a", "a", "a"], 1.0, rng=fugu.RandomSource(seed=0))

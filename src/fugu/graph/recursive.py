@@ -739,6 +739,13 @@ def general_recursive(
         parts = list(participants)
         n = len(parts)
         _check_exact_size(n)
+        if len(set(parts)) != n:
+            # a repeated participant would be two bits of the subset lattice for one person:
+            # its withdrawal then moves two steps, and X changes by up to (repeats)·Δ̂
+            raise InvalidParameterError(
+                "participants must be distinct (each is one person, node or edge that may "
+                "withdraw); the list repeats some of them"
+            )
         q = np.array(
             [
                 float(query(frozenset(p for b, p in enumerate(parts) if m >> b & 1)))
