@@ -11,11 +11,17 @@ between the first and last edge. The report is ``ỹ ∈ [−b, 1 + b]`` with de
 ``p = e^ε/(2b e^ε + 1)`` on ``|ỹ − x| ≤ b`` and ``q = 1/(2b e^ε + 1)`` elsewhere, so every output's
 density ratio between two inputs is at most ``p/q = e^ε``. The half-width maximises mutual
 information: ``b = (ε e^ε − e^ε + 1) / (2 e^ε (e^ε − 1 − ε))`` (0.358 at ε = 0.5, 0.256 at ε = 1,
-0.129 at ε = 2). Sampling: with probability ``2bp`` uniform on ``[x − b, x + b]``, otherwise
-uniform on the rest of ``[−b, 1 + b]`` (53-bit uniform floats from the RandomSource), then
-rounded to a public grid of ``2^-20`` (so the float's low bits cannot reveal ``x``; each grid
-cell's probability is still within ``e^ε`` across inputs, up to the 2^-53 resolution of the
-uniform draw).
+0.129 at ε = 2). Sampling, on a public grid of ``2^-20`` so that every report's probability is
+exact: reports are ``j/2^20`` for integers ``j ∈ [−w, 2^20 + w]``, ``w = ⌊b·2^20⌋``; with
+probability ``P = W e^ε/(W e^ε + F)`` (lowered by a relative 2^-50) a uniform one of the
+``W = 2w + 1`` points nearest ``x`` (its *window*), otherwise a uniform one of the other
+``F = 2^20`` points (:func:`sw_perturb`; integer draws only). Each window point is exactly
+``e^ε`` times as likely as each other point, for every input, so the ratio of any report's
+probabilities under two inputs is at most ``e^ε``. (Before, reports were drawn from 53-bit
+uniform floats and rounded to the grid; a grid point held about 2^33 floats, give or take
+one, and the exact ratio exceeded ``e^ε`` by a relative 2.1e-10 at ε = 1.) The server reads
+the reports as the continuous square wave (the grid's effect on the densities is below
+2^-19 relative).
 
 Server. Reports are counted into ``m`` equal output bins over ``[−b, 1 + b]`` (the mergeable
 state). The distribution is rebuilt on ``d' = r·c`` fine input bins, ``r = ⌈resolution/c⌉``
@@ -58,6 +64,8 @@ __all__ = [
     "sw_half_width",
     "sw_densities",
     "sw_perturb",
+    "sw_grid",
+    "sw_near_probability",
     "sw_transition",
     "sw_histogram",
     "em_reconstruct",
@@ -102,21 +110,52 @@ def sw_densities(epsilon: float, b: float | None = None) -> tuple[float, float]:
     return e / (2 * bb * e + 1), 1.0 / (2 * bb * e + 1)
 
 
+def sw_grid(b: float) -> tuple[int, int, int]:
+    """The integer output grid of :func:`sw_perturb` for half-width ``b``: ``(w, W, F)``.
+
+    Reports are ``j / 2^20`` for integers ``j`` in ``[−w, 2^20 + w]`` with ``w = ⌊b·2^20⌋``; an
+    input ``x`` has its ``W = 2w + 1`` *near* points ``j_x − w … j_x + w`` (``j_x`` = ``x·2^20``
+    rounded) and ``F = 2^20`` *far* points (all the others), whatever ``x`` is.
+
+    >>> sw_grid(sw_half_width(1.0))
+    (268522, 537045, 1048576)
+    """
+    w = int(math.floor(b * _GRID))
+    return w, 2 * w + 1, int(_GRID)
+
+
+def sw_near_probability(epsilon: float, b: float) -> float:
+    """P(near) of :func:`sw_perturb`: ``W e^ε / (W e^ε + F)`` (so each near point is exactly
+    ``e^ε`` times as likely as each far point), lowered by a relative 2^-50 so that neither the
+    double arithmetic nor the sampler's rounding can raise the ratio above ``e^ε``."""
+    _, W, F = sw_grid(b)
+    e = math.exp(epsilon)
+    return W * e / (W * e + F) * (1.0 - 2.0**-50)
+
+
 def sw_perturb(
     x: ArrayLike, epsilon: float, rng: RandomSource, b: float | None = None
 ) -> NDArray[np.float64]:
-    """Square-wave randomiser of values ``x ∈ [0, 1]`` (vectorised)."""
+    """Square-wave randomiser of values ``x ∈ [0, 1]`` (vectorised), on the exact grid of
+    :func:`sw_grid`: with probability :func:`sw_near_probability` a uniform near point, else a
+    uniform far point (integer draws only: ``rng.bernoulli`` and ``rng.below``). Every report's
+    probability is ``P/W`` or ``(1 − P)/F`` for any input, so the ratio is at most ``e^ε``
+    exactly. (Uniform 53-bit floats rounded to the grid, as drawn before, gave grid points
+    whose probability ratio exceeded ``e^ε`` by a relative 2.1e-10 at ε = 1: a grid point holds
+    about 2^33 of the floats, ± 1.)
+    """
     xx = np.asarray(x, dtype=np.float64).reshape(-1)
+    if xx.size and (not np.all(np.isfinite(xx)) or xx.min() < 0.0 or xx.max() > 1.0):
+        raise InvalidParameterError("Square Wave inputs must lie in [0, 1]")
     bb = sw_half_width(epsilon) if b is None else b
-    p, _ = sw_densities(epsilon, bb)
-    near = rng.bernoulli(min(1.0, 2 * bb * p), size=xx.size)
-    u = rng.random(xx.size)
-    y_near = xx - bb + 2 * bb * u
-    y_far = -bb + u  # uniform over a length-1 stretch, then skip the window
-    y_far = np.where(y_far >= xx - bb, y_far + 2 * bb, y_far)
-    # Round to a public grid of 2^-20 so the low bits of a float cannot carry x (Mironov 2012).
-    y = np.round(np.where(near, y_near, y_far) * _GRID) / _GRID
-    return np.clip(y, -bb, 1 + bb)
+    w, W, F = sw_grid(bb)
+    jx = np.rint(xx * _GRID).astype(np.int64)
+    near = rng.bernoulli(sw_near_probability(epsilon, bb), size=xx.size)
+    k = rng.below(np.where(near, W, F).astype(np.uint64)).astype(np.int64)
+    # near: j_x − w + k; far: the k-th point outside the window (−w … j_x − w − 1, then
+    # j_x + w + 1 … 2^20 + w)
+    j = np.where(near, jx - w + k, np.where(k < jx, k - w, k + w + 1))
+    return j.astype(np.float64) / _GRID
 
 
 def sw_histogram(y: ArrayLike, b: float, m: int) -> NDArray[np.int64]:
