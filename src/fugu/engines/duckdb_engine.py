@@ -82,9 +82,10 @@ class _Connection:
             self.src = source_sql(data, sql)
         else:
             table = _as_arrow(data)
-            self.table_names = [str(c) for c in getattr(table, "columns", [])]
             if type(table).__module__.split(".")[0] == "pyarrow":
                 self.table_names = list(table.schema.names)
+            else:  # pandas / Polars
+                self.table_names = [str(c) for c in table.columns]
             self.con.register("__fugu_input", table)
             self.src = "__fugu_input"
 
