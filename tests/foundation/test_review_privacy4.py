@@ -126,3 +126,28 @@ def test_square_wave_reports_stay_in_range_and_follow_the_input() -> None:
     assert np.all(y * 2**20 == np.round(y * 2**20))
     with pytest.raises(fugu.errors.InvalidParameterError):
         SWM.sw_perturb(np.array([1.5]), 1.0, fugu.RandomSource(seed=1), b)
+
+
+# == 2. data paths: a line DuckDB's CSV sniffer takes for a comment ================================
+@pytest.mark.xfail(
+    strict=True,
+    reason="duckdb_engine.py (not owned by this review): read_csv lets the sniffer choose a "
+    "comment character; pass comment='' (fix requested in the review report)",
+)
+def test_duckdb_does_not_skip_a_line_it_takes_for_a_comment(tmp_path: Any) -> None:
+    """Excel writes a missing number as ``#N/A``. DuckDB's CSV sniffer then picks ``#`` as the
+    comment character (it makes the column numeric) and skips the line: the record is dropped
+    silently, so 53 of 54 records are counted where the numpy engine refuses the file. Under
+    replace-one neighbours n is public and the hierarchical release publishes the counted total
+    exactly, so replacing one record by this line is seen with probability 1 (the case review 2
+    fixed for empty lines). Fix: ``read_csv(..., header=true, comment='')`` (the column is then
+    text and refused as non-numeric)."""
+    pytest.importorskip("duckdb")
+    rows = "".join(f"{20 + i % 50},F\n" for i in range(50))
+    path = tmp_path / "excel.csv"
+    path.write_text("age,sex\n30,F\n31,M\n#N/A,M\n40,F\n" + rows)
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 99), fugu.Nominal("sex", ["F", "M"])])
+    with pytest.raises(fugu.FuguError):
+        fugu.Histogram.from_file(path, dom, engine="numpy")
+    with pytest.raises(fugu.FuguError):
+        fugu.Histogram.from_file(path, dom, engine="duckdb")
