@@ -70,10 +70,26 @@ def test_duckdb_refuses_the_name_it_made_up_for_a_repeated_column(tmp_path: Path
     csv = tmp_path / "dup.csv"
     csv.write_text("age,age\n1,3\n")
     dom = fugu.Domain([fugu.Ordinal("age_1", 0, 4)])
-    with pytest.raises(fugu.DomainError, match="DuckDB made that name up"):
+    with pytest.raises(fugu.DomainError, match="DuckDB gives the name 'age_1' to 'age'"):
         fugu.Histogram.from_file(csv, dom, engine="duckdb")
     with pytest.raises(fugu.DomainError, match=r"lacks the column\(s\) \['age_1'\]"):
         fugu.Histogram.from_file(csv, dom, engine="numpy")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_real_column_named_like_a_duckdb_rename_is_read_or_refused(
+    tmp_path: Path, engine: str
+) -> None:
+    """Header x,x,x_1: DuckDB calls the second x `x_1` (and the real x_1 `x_1_1`); reading
+    `x_1` must never give the second x (2), only the real x_1 (3) or a refusal."""
+    csv = tmp_path / "x.csv"
+    csv.write_text("x,x,x_1\n1,2,3\n")
+    dom = fugu.Domain([fugu.Ordinal("x_1", 0, 4)])
+    if engine == "numpy":
+        assert fugu.Histogram.from_file(csv, dom, engine=engine).counts.tolist() == [0, 0, 0, 1, 0]
+    else:
+        with pytest.raises(fugu.DomainError, match="gives the name 'x_1' to 'x' \\(column 2"):
+            fugu.Histogram.from_file(csv, dom, engine=engine)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

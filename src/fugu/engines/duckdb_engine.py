@@ -129,19 +129,23 @@ class _Connection:
         if self.table_names is not None or any(_RENAMED.search(c) for c in cols):
             # DuckDB renames a repeated column `x` to `x_1`: check the names as written
             raw = self.source_columns()
-            folded = {c.lower() for c in raw}
-            if len(folded) < len(raw):
+            if len({c.lower() for c in raw}) < len(raw):
                 where = "the query" if self.sql is not None else "the input"
                 if isinstance(self.data, str | Path) and self.sql is None:
                     where = repr(str(self.data))
                 check_unique_columns(names, raw, where=where, fold_case=True)
-                made_up = [n for n in names if n in cols and n.lower() not in folded]
-                if made_up:
-                    raise DomainError(
-                        f"{where} has no column named {made_up[0]!r}: DuckDB made that name up "
-                        f"for a repeated column (the columns are {raw[:20]}); rename the "
-                        "repeated columns in the input"
-                    )
+                # DuckDB keeps the order: its name for column i must be the name written there
+                # (CSV header x,x,x_1 reads as x, x_1, x_1_1: "x_1" would read the second x)
+                aligned = len(raw) == len(cols)
+                for n in names:
+                    i = cols.index(n) if n in cols else -1
+                    if i >= 0 and (raw[i].lower() != n.lower() if aligned else n not in raw):
+                        written = repr(raw[i]) if aligned else "a repeated column"
+                        raise DomainError(
+                            f"{where}: DuckDB gives the name {n!r} to {written} (column {i + 1}"
+                            f" of {raw[:20]}), so it would read that column for {n!r}; rename "
+                            "the repeated columns in the input"
+                        )
         missing = [n for n in names if n not in cols]
         if missing:
             raise DomainError(
