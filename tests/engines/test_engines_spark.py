@@ -241,3 +241,22 @@ def test_empty_line_in_a_csv_is_refused_by_every_engine(
         fugu.Histogram.from_file(path, dom, engine=engine)
     path.write_text("x\n0\n3\n4\n")  # the same file without the gap is counted in full
     assert fugu.Histogram.from_file(path, dom, engine=engine).total() == 3
+
+
+@pytest.mark.parametrize("line", ["1,b,v,9", "1,b"])
+@pytest.mark.parametrize("engine", ["numpy", "spark"])
+def test_a_line_with_more_or_fewer_fields_is_refused(
+    spark: Any, tmp_path: Path, engine: str, line: str
+) -> None:
+    """A line with an extra or a missing field (here in column t, outside the domain) is
+    refused as the numpy engine refuses it. Before the fix Spark counted it: its CSV reader
+    drops extra fields and fills missing ones with null, and with column pruning it checks a
+    line only against the columns the histogram reads (x, s), so the counts were [1, 0, 0, 1,
+    0, 0, 0, 0, 1, 0] (three records) where numpy refused the file."""
+    path = tmp_path / "ragged.csv"
+    path.write_text(f"x,s,t\n0,a,u\n{line}\n4,a,u\n")
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 4), fugu.Nominal("s", ["a", "b"])])
+    with pytest.raises(fugu.errors.FileFormatError):
+        fugu.Histogram.from_file(path, dom, engine=engine)
+    path.write_text('x,s,t\n0,a,u\n1,b,"v,9"\n4,a,u\n')  # a quoted separator is one field
+    assert fugu.Histogram.from_file(path, dom, engine=engine).total() == 3

@@ -129,6 +129,28 @@ def _refuse_empty_lines(spark: Any, path: str) -> None:
         )
 
 
+def _refuse_malformed_rows(df: Any, path: str) -> None:
+    """Refuse a CSV with a line of more or fewer fields than the header, as the numpy engine
+    does. Spark's CSV reader pads a short line with nulls and drops the extra fields of a long
+    one, and with column pruning (on by default) it checks a line only against the columns a
+    query reads: a histogram over some columns counted such lines silently. One pass that reads
+    every column in ``FAILFAST`` mode finds them."""
+    from pyspark.sql import functions as F
+
+    cols = [F.col(_quote(c)) for c in df.columns]
+    try:
+        df.select(F.max(F.hash(*cols))).collect()
+    except Exception as exc:  # noqa: BLE001 - Py4J / Spark errors have no common public type
+        text = str(exc)
+        if "MALFORMED" not in text.upper() and "FAILFAST" not in text.upper():
+            raise
+        raise FileFormatError(
+            f"cannot read {path!r} as CSV: a line has more or fewer fields than the header "
+            "(fugu never drops or fills in fields): fix the line, or quote values that contain "
+            "the separator"
+        ) from None
+
+
 def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> Any:
     """A Spark DataFrame of a Parquet or CSV file / directory (CSV: header row, inferred types)."""
     spark = spark or session()
@@ -150,7 +172,9 @@ def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> A
         return spark.read.parquet(p)
     if fmt == "csv":
         _refuse_empty_lines(spark, p)
-        return spark.read.csv(p, header=True, inferSchema=True)
+        df = spark.read.csv(p, header=True, inferSchema=True, mode="FAILFAST")
+        _refuse_malformed_rows(df, p)
+        return df
     raise InvalidParameterError(f"format must be 'parquet' or 'csv', got {fmt!r}")
 
 
