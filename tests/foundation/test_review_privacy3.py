@@ -25,7 +25,11 @@ Bugs this review found are fixed, and their tests failed before the fix:
   baselines now take the public node count ``--nodes``;
 * ``general_recursive`` accepted repeated participants (one person as several bits of the subset
   lattice): ``["a"] * 4`` gave X = 4·Δ̂ against 0 on the neighbour ∅ with the same j, an exact
-  loss of 2.0 at ε = 1 whenever Δ̂ ≤ 1/4.
+  loss of 2.0 at ε = 1 whenever Δ̂ ≤ 1/4;
+* the longest edge of a distance graph along an attribute was ``floor(θ/w + 1e-9)`` while
+  ``is_edge`` tests ``g·w <= θ + 1e-12``: for weights below 1e-3 the cumulative sensitivity (and
+  the Ordered mechanisms' θ) came out one short — exact loss 1.5 at ε = 1 for θ = 3e-6 − 5e-13,
+  weight 1e-6.
 """
 
 from __future__ import annotations
@@ -362,3 +366,24 @@ def test_general_recursive_refuses_repeated_participants() -> None:
     assert float(np.min(h + (4 - np.arange(5)) * dh)) / dh * params.epsilon2 == pytest.approx(2.0)
     with pytest.raises(fugu.errors.InvalidParameterError, match="distinct"):
         fugu.graph.general_recursive(len, ["a", "a", "a", "a"], 1.0, rng=fugu.RandomSource(seed=0))
+
+
+def test_ordered_covers_the_longest_edge_of_a_finely_weighted_distance_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``distance_threshold(dom, θ = 3e-6 − 5e-13, weights=[1e-6])`` on 10 values: ``is_edge``
+    (and the edge enumeration) join values 3 apart (3e-6 ≤ θ + 1e-12), but the cumulative
+    sensitivity used ``floor(θ/w + 1e-9) = 2``, so the Ordered Mechanism drew with scale 2/ε and
+    a move of 3 steps changes 3 cumulative counts: exact loss 1.5 at ε = 1. Every edge's move
+    must be covered by the scale really drawn."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    pol = fugu.blowfish.Policy.distance_threshold(dom, 3e-6 - 5e-13, weights=[1e-6])
+    calls = _spy_geometric(monkeypatch, fugu.noise)
+    fugu.blowfish.ordered(
+        fugu.Histogram(np.ones(10, np.int64), dom), 1.0, pol, rng=fugu.RandomSource(seed=0)
+    )
+    ((_, scale),) = calls
+    longest = max(abs(x - y) for x in range(10) for y in range(10) if pol.is_edge(x, y))
+    assert longest == 3
+    assert longest / scale <= 1.0  # a move x → x + g changes g cumulative counts by 1
+    assert float(fugu.blowfish.sensitivity("cumulative", pol)) == 3.0

@@ -95,6 +95,7 @@ from .policy_edges import (
     _offset_pairs,
     _partition_fields,
     _weights,
+    max_steps,
 )
 from .policy_edges import partition_block_ids as partition_block_ids  # kept importable here
 
@@ -533,7 +534,9 @@ class Policy:
             raise PolicyError(f"a {self.kind} policy is not described by offsets")
         w = np.asarray(self.weights, dtype=np.float64)
         theta = float(self.theta or 0) + 1e-12
-        reach = [min(n - 1, int(math.floor(theta / wj))) for n, wj in zip(shape, w, strict=True)]
+        reach = [
+            max_steps(float(self.theta or 0), wj, n - 1) for n, wj in zip(shape, w, strict=True)
+        ]
         grids = np.meshgrid(*[np.arange(-r, r + 1) for r in reach], indexing="ij")
         cand = np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
         dist = np.abs(cand) * w[None, :]

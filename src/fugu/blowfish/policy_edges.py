@@ -94,6 +94,28 @@ def _check_domain(domain: Any) -> Domain:
     return domain
 
 
+#: Slack of the distance test ``d(x, y) <= θ + EDGE_SLACK`` (absolute, as in ``is_edge``).
+EDGE_SLACK = 1e-12
+
+
+def max_steps(theta: float, weight: float, limit: int) -> int:
+    """The largest ``g`` in ``0..limit`` with ``g·weight <= θ + EDGE_SLACK``: the longest edge of
+    a distance graph along one attribute, by the very float test ``Policy.is_edge`` makes.
+
+    (A separate tolerance on the ratio, ``floor(θ/weight + 1e-9)``, undercounted by one for
+    weights below 1e-3: θ = 3e-6 − 5e-13 with weight 1e-6 has edges of 3 steps, but the
+    cumulative sensitivity came out 2.)
+    """
+    bound = float(theta) + EDGE_SLACK
+    w = float(weight)
+    g = min(int(limit), max(0, int(math.floor(bound / w))))
+    while g < limit and (g + 1) * w <= bound:
+        g += 1
+    while g > 0 and g * w > bound:
+        g -= 1
+    return g
+
+
 def _weights(
     domain: Domain, weights: Mapping[str, float] | Sequence[float] | None
 ) -> tuple[float, ...]:

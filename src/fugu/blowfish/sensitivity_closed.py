@@ -12,7 +12,6 @@ Source: He, Machanavajjhala, Ding, Blowfish Privacy, SIGMOD 2014, §5.
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,6 +19,7 @@ from numpy.typing import NDArray
 from ..domain import Ordinal
 from ..errors import InvalidParameterError, PolicyError
 from .policy import Policy
+from .policy_edges import max_steps
 from .sensitivity_queries import (
     Coarsening,
     CumulativeHistogram,
@@ -140,7 +140,7 @@ def _max_gap(policy: Policy, axis: int) -> int:
             return k - 1
     if policy.kind == "distance":
         assert policy.weights is not None and policy.theta is not None
-        return min(k - 1, int(math.floor(policy.theta / policy.weights[axis] + 1e-9)))
+        return max_steps(policy.theta, policy.weights[axis], k - 1)
     if policy.kind == "partition" and policy.attribute_blocks is not None:
         b = policy.attribute_blocks[axis]
         if b is None:
