@@ -29,7 +29,10 @@ Bugs this review found are fixed, and their tests failed before the fix:
 * the longest edge of a distance graph along an attribute was ``floor(θ/w + 1e-9)`` while
   ``is_edge`` tests ``g·w <= θ + 1e-12``: for weights below 1e-3 the cumulative sensitivity (and
   the Ordered mechanisms' θ) came out one short — exact loss 1.5 at ε = 1 for θ = 3e-6 − 5e-13,
-  weight 1e-6.
+  weight 1e-6;
+* the same mismatch in the line-graph test (θ/w < 2): θ = 2 − 5e-13 joins values 2 apart but got
+  the line graph's exact constrained formulas — ``laplace(query="cumulative")`` under the public
+  count of one value drew with scale 2/ε for a neighbour that changes 4 counts (loss 2.0 at ε = 1).
 """
 
 from __future__ import annotations
@@ -387,3 +390,22 @@ def test_ordered_covers_the_longest_edge_of_a_finely_weighted_distance_graph(
     assert longest == 3
     assert longest / scale <= 1.0  # a move x → x + g changes g cumulative counts by 1
     assert float(fugu.blowfish.sensitivity("cumulative", pol)) == 3.0
+
+
+def test_a_threshold_just_below_two_is_not_the_line_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``distance_threshold(dom, 2 − 5e-13)`` joins values 2 apart (``is_edge``: 2 ≤ θ + 1e-12),
+    but the constrained code called it the line graph (θ/w < 2) and applied the line's exact
+    formula: with the public count of value 2, ``laplace(query="cumulative")`` drew with scale
+    2/ε while the neighbour {0 → 2, 2 → 4} changes 4 cumulative counts — exact loss 2.0 at ε = 1
+    (fugu's own brute force said 4 too). The drawn scale must cover every neighbour."""
+    pol = fugu.blowfish.Policy.distance_threshold(_DOM6, 2 - 5e-13).with_constraints(
+        _CC({"a": (2, 2)})
+    )
+    calls = _spy_geometric(monkeypatch, importlib.import_module("fugu.blowfish.laplace"))
+    hist = fugu.Histogram(np.ones(6, np.int64), _DOM6)
+    fugu.blowfish.laplace(hist, 1.0, pol, query="cumulative", rng=fugu.RandomSource(seed=0))
+    ((_, scale),) = calls
+    w = np.tril(np.ones((6, 6)))  # C_i = #records with code <= i
+    worst = max(float(np.abs(w @ d).sum()) for d in _minimal_deltas(pol, 3))
+    assert worst == 4.0
+    assert worst <= scale * 1.0

@@ -290,7 +290,9 @@ class Policy:
             self.kind == "distance"
             and self.domain.ndim == 1
             and self.theta is not None
-            and (self.theta < 2 * (self.weights or (1.0,))[0])
+            # joins only neighbouring values, by the same test as is_edge (not θ < 2w, which
+            # called θ = 2 − 5e-13 a line although is_edge joins values 2 apart)
+            and max_steps(self.theta, (self.weights or (1.0,))[0], self.domain.size - 1) <= 1
         )
 
     @property

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from ..errors import PolicyError
 from .constraints import CountConstraint, MarginalConstraint
 from .policy import Policy
+from .policy_edges import max_steps
 from .sensitivity_queries import (
     SensitivityResult,
     _Boxes,
@@ -284,8 +285,12 @@ def _line_intervals(policy: Policy) -> list[tuple[int, int]] | None:
         or policy.kind != "distance"
     ):
         return None
-    if policy.theta is None or policy.weights is None or policy.theta / policy.weights[0] >= 2:
-        return None
+    if (
+        policy.theta is None
+        or policy.weights is None
+        or max_steps(policy.theta, policy.weights[0], dom.size - 1) != 1
+    ):
+        return None  # not the line graph (the same test as is_edge: θ = 2 − 5e-13 joins x, x+2)
     iv = []
     for cc in cons:
         assert isinstance(cc, CountConstraint)
