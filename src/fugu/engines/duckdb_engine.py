@@ -36,7 +36,13 @@ def _quote(name: str) -> str:
 
 
 def source_sql(path: str | Path | None, sql: str | None) -> str:
-    """The FROM clause for a file (CSV or Parquet, by extension) or a user's SQL query."""
+    """The FROM clause for a file (CSV or Parquet, by extension) or a user's SQL query.
+
+    CSV files are read with no comment character (``comment=''``): DuckDB's sniffer would
+    otherwise pick one, e.g. ``#`` when a numeric column holds Excel's ``#N/A``, and skip that
+    line — a record dropped silently. Without it the line is a record, and a value like ``#N/A``
+    is refused as every engine refuses a non-numeric value.
+    """
     if sql is not None:
         return f"({sql})"
     if path is None:
@@ -49,7 +55,7 @@ def source_sql(path: str | Path | None, sql: str | None) -> str:
     if ".parquet" in suffixes or ".pq" in suffixes:
         return f"read_parquet({lit})"
     if ".csv" in suffixes or ".tsv" in suffixes or ".txt" in suffixes:
-        return f"read_csv({lit}, header=true)"
+        return f"read_csv({lit}, header=true, comment='')"
     raise InvalidParameterError(
         f"cannot tell the format of {str(p)!r}: name it *.csv, *.csv.gz or *.parquet"
     )
@@ -118,7 +124,7 @@ class _Connection:
                 return list(pq.read_schema(self.data).names)
             lit = "'" + str(self.data).replace("'", "''") + "'"
             header = self.con.execute(
-                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true) LIMIT 1"
+                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true, comment='') LIMIT 1"
             ).fetchall()
         except (duckdb.Error, OSError, ValueError) as exc:
             raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None
