@@ -54,3 +54,15 @@ def test_release_uses_the_planner(consistency: bool) -> None:
 
 def test_no_second_planner() -> None:
     assert not hasattr(OH, "oh_candidates") and not hasattr(OH, "_choose")
+
+
+def test_oh_plan_refuses_a_block_far_larger_than_the_domain() -> None:
+    """fanout=2, height=10 on 6 values (blocks of 1024) left no plan: IndexError before (review 3);
+    now a clear InvalidParameterError naming both settings."""
+    import pytest
+
+    import fugu
+    from fugu.blowfish import oh_plan
+
+    with pytest.raises(fugu.errors.InvalidParameterError, match="height=10"):
+        oh_plan(6, 1, 1.0, fanout=2, height=10)

@@ -175,6 +175,12 @@ def oh_plan(
                 es, eh = epsilon, 0.0
             plans.append(OHPlan(f, h, block, es, eh, float(s_s), float(s_h), float(mse)))
 
+    if not plans:  # only a fixed fanout and height can leave none
+        raise InvalidParameterError(
+            f"fanout={fanout} and height={height} give blocks of {fanout}^{height} values, far "
+            f"more than the domain's {k} (at most 4·k·fanout); use a smaller height, or leave "
+            f"fanout/height unset to let fugu choose"
+        )
     plans.sort(key=lambda p: p.mse)
     return _least_squares_best(plans, k, bottom) if consistency else plans[0]
 
