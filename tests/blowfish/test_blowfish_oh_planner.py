@@ -59,10 +59,5 @@ def test_no_second_planner() -> None:
 def test_oh_plan_refuses_a_block_far_larger_than_the_domain() -> None:
     """fanout=2, height=10 on 6 values (blocks of 1024) left no plan: IndexError before (review 3);
     now a clear InvalidParameterError naming both settings."""
-    import pytest
-
-    import fugu
-    from fugu.blowfish import oh_plan
-
     with pytest.raises(fugu.errors.InvalidParameterError, match="height=10"):
         oh_plan(6, 1, 1.0, fanout=2, height=10)
