@@ -657,6 +657,20 @@ def estimate_from_pairs(
     >>> np.round(est, 6)
     array([1.25])
     """
+    fit, sweeps = _fit_pairs(tables, lam, total, variant=variant, max_iter=max_iter, tol=tol)
+    return fit.reshape(fit.shape[0], -1)[:, 0].copy(), sweeps
+
+
+def _fit_pairs(
+    tables: Mapping[tuple[int, int], ArrayLike],
+    lam: int,
+    total: float | ArrayLike,
+    *,
+    variant: str = "full",
+    max_iter: int = 100,
+    tol: float = 1.0,
+) -> tuple[FloatArray, int]:
+    """The fitted 2^λ in/out tables of :func:`estimate_from_pairs`, shape (Q, 2, ..., 2)."""
     if variant not in ("full", "in-in"):
         raise InvalidParameterError(f"variant must be 'full' or 'in-in', got {variant!r}")
     if lam < 2:
@@ -696,4 +710,4 @@ def estimate_from_pairs(
         active = active[moving]
         if active.size == 0:
             break
-    return z_all.reshape(q, -1)[:, 0].copy(), sweeps
+    return z_all, sweeps

@@ -413,9 +413,33 @@ class GridRelease(Release):
             sel = np.flatnonzero((lam == 1) & restricted[:, a])
             if sel.size:
                 out[sel] = self.answer_single(a, b[sel, a, 0], b[sel, a, 1])
+        groups = self._lambda_tables(b, restricted, lam, out)
+        for lv, (qs_l, stacked) in groups.items():
+            w = self.full_weight
+            est = np.zeros(len(qs_l))
+            for variant, share in (("full", w), ("in-in", 1.0 - w)):
+                if share > 0:
+                    e, _ = estimate_from_pairs(
+                        stacked, lv, self.n, variant=variant, max_iter=self.max_iter,
+                        tol=self.tol,
+                    )  # fmt: skip
+                    est += share * e
+            out[qs_l] = est
+        return out
+
+    def _lambda_tables(
+        self,
+        b: NDArray[np.int64],
+        restricted: NDArray[np.bool_],
+        lam: NDArray[np.int64],
+        out: NDArray[np.float64],
+    ) -> dict[int, tuple[NDArray[np.int64], dict[tuple[int, int], NDArray[np.float64]]]]:
+        """λ = 2 answers into ``out``; for λ ≥ 3, per λ: the query rows and the 2 × 2 in/out
+        tables (Q, 2, 2) of every pair of the queries' restricted positions."""
+        sizes = np.asarray(self._require_domain().shape, dtype=np.int64)
         multi = np.flatnonzero(lam >= 2)
         if multi.size == 0:
-            return out
+            return {}
         # 2-D answers for every (query, attribute pair) needed: the (in, in) box, and for λ ≥ 3
         # the two one-sided strips that complete the 2x2 in/out table.
         rows: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
@@ -451,20 +475,12 @@ class GridRelease(Release):
         by_lam: dict[int, list[int]] = {}
         for q in tables:
             by_lam.setdefault(int(lam[q]), []).append(q)
+        groups = {}
         for lv, qs_l in by_lam.items():
             pairs = list(combinations(range(lv), 2))
             stacked = {p: np.stack([tables[q][p] for q in qs_l]) for p in pairs}
-            w = self.full_weight
-            est = np.zeros(len(qs_l))
-            for variant, share in (("full", w), ("in-in", 1.0 - w)):
-                if share > 0:
-                    e, _ = estimate_from_pairs(
-                        stacked, lv, self.n, variant=variant, max_iter=self.max_iter,
-                        tol=self.tol,
-                    )  # fmt: skip
-                    est += share * e
-            out[np.array(qs_l)] = est
-        return out
+            groups[lv] = (np.array(qs_l), stacked)
+        return groups
 
     # -- error -------------------------------------------------------------------------------
     def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
