@@ -32,7 +32,10 @@ Bugs this review found are fixed, and their tests failed before the fix:
   weight 1e-6;
 * the same mismatch in the line-graph test (θ/w < 2): θ = 2 − 5e-13 joins values 2 apart but got
   the line graph's exact constrained formulas — ``laplace(query="cumulative")`` under the public
-  count of one value drew with scale 2/ε for a neighbour that changes 4 counts (loss 2.0 at ε = 1).
+  count of one value drew with scale 2/ε for a neighbour that changes 4 counts (loss 2.0 at ε = 1);
+* the guarantee of a Blowfish release under explicit ⊥ edges at some values only said "or
+  add/remove one record (⊥)", claiming a neighbour the sensitivities do not cover (adding a
+  record at 9 moves a 'sum' by 9 at scale 3/ε: loss 3.0 at ε = 1); it now names the cells.
 """
 
 from __future__ import annotations
@@ -456,3 +459,21 @@ def test_laplace_baseline_global_sensitivity_covers_every_removal(degree_bound: 
                 H = G.copy()
                 H.remove_edge(*e)
                 assert c - len(enumerate_pattern(H, pat, k)) <= gs_edge
+
+
+def test_guarantee_does_not_claim_add_remove_for_partial_bottom_edges() -> None:
+    """An explicit policy with one ⊥ edge (value 3) protects adding/removing a record only at
+    value 3, and the sensitivities say so ('sum': 3, the largest of a move (1) and a ⊥ at 3);
+    but the guarantee said "or add/remove one record (⊥)" — a neighbour that adds a record at
+    value 9 changes the sum by 9, an exact loss of 3.0 at the stated ε = 1. The neighbour
+    relation it states must name the cells joined to ⊥."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    pol = fugu.blowfish.Policy.explicit(dom, [(i, i + 1) for i in range(9)] + [(3, None)])
+    hist = fugu.Histogram(np.ones(10, np.int64), dom)
+    rel = fugu.blowfish.laplace(hist, 1.0, pol, query="sum", rng=fugu.RandomSource(seed=0))
+    assert rel.guarantee.sensitivity == 3.0
+    text = rel.guarantee.neighbours
+    assert "add/remove one record (⊥)" not in text
+    assert "only cells 3;" in text
+    full = fugu.blowfish.laplace(hist, 1.0, pol.with_bottom(), rng=fugu.RandomSource(seed=0))
+    assert full.guarantee.neighbours.endswith("or add/remove one record (⊥)")

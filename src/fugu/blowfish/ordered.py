@@ -55,8 +55,17 @@ SOURCE = "He, Machanavajjhala, Ding, Blowfish Privacy (SIGMOD 2014), Sec. 7, Ord
 def blowfish_neighbours(policy: Policy) -> str:
     """The neighbour relation of a policy, in words (for the guarantee)."""
     s = f"move one record along an edge of the secret graph '{policy.description}'"
-    if policy.has_bottom_edges():
+    if policy.bottom:
         s += ", or add/remove one record (⊥)"
+    elif policy.has_bottom_edges():
+        # explicit ⊥ edges at some values only: adding or removing a record elsewhere is not a
+        # neighbour, and the sensitivities do not cover it (a 'sum' covers ⊥ at those values)
+        cells = policy.bottom_cells()
+        shown = ", ".join(str(int(c)) for c in cells[:8]) + (", ..." if cells.size > 8 else "")
+        s += (
+            f", or add/remove one record whose value is joined to ⊥ (only cells {shown}; "
+            f"adding or removing a record at any other value is not protected)"
+        )
     if policy.constraints:
         s += "; with public constraints: a minimal set of such moves keeping them true"
     return s
