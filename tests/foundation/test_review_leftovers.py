@@ -120,6 +120,19 @@ def test_duckdb_counts_a_line_its_sniffer_would_take_for_a_comment(tmp_path: Pat
     assert fugu.Histogram.from_file(path, nominal, engine="duckdb").total() == 4
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_empty_line_in_a_wide_csv_is_refused(tmp_path: Path, engine: str, newline: str) -> None:
+    """DuckDB skipped an empty line of a two-column CSV (counted 3 of 4 lines) where the numpy
+    engine refuses the record of missing values; a one-column file was refused already."""
+    path = tmp_path / "gap.csv"
+    path.write_text(newline.join(["age,sex", "3,F", "", "1,M", "4,F", ""]))
+    with pytest.raises(fugu.FuguError, match="empty line|NaN/None"):
+        fugu.Histogram.from_file(path, AGE_SEX, engine=engine)
+    path.write_text(newline.join(["age,sex", "3,F", "1,M", "4,F", ""]))
+    assert fugu.Histogram.from_file(path, AGE_SEX, engine=engine).total() == 3
+
+
 # -- 2. ragged mappings: a FuguError naming every column and its length -------------------------
 RAGGED = {"age": np.array([1, 1, 4]), "sex": np.array(["F", "M"])}
 

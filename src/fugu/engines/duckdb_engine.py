@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import DomainError, EmptyDataError, InvalidParameterError, InvalidTypeError
+from ..errors import (
+    DomainError,
+    EmptyDataError,
+    FileFormatError,
+    InvalidParameterError,
+    InvalidTypeError,
+)
 from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, check_unique_columns, columns_of
 
 #: How DuckDB renames the second and later columns of one name (``age`` → ``age_1``).
@@ -95,6 +101,24 @@ class _Connection:
             self.con.register("__fugu_input", table)
             self.src = "__fugu_input"
 
+    def _refuse_empty_lines(self) -> None:
+        """DuckDB's CSV reader skips an empty line in a file of two or more columns (no option
+        keeps it), where the numpy engine reads a record of missing values and refuses it: look
+        for one first, as the Spark engine does (one scan of the lines, stopped at the first
+        empty one: 0.45 s for 2·10^6 rows, whose histogram takes 0.8 s). An empty line inside a
+        quoted value is refused too."""
+        lit = "'" + str(self.data).replace("'", "''") + "'"
+        lines = (
+            f"read_csv({lit}, header=false, auto_detect=false, columns={{'l': 'VARCHAR'}}, "
+            "delim='\x01', quote='', escape='', comment='', strict_mode=false, null_padding=true)"
+        )
+        if self.con.execute(f"SELECT 1 FROM {lines} WHERE l IS NULL LIMIT 1").fetchall():
+            raise FileFormatError(
+                f"cannot read {str(self.data)!r} as CSV: it has an empty line, which is a record "
+                "with missing values (fugu never skips records; DuckDB's reader would): remove "
+                "it or fill in the values"
+            )
+
     def columns(self) -> list[str]:
         import duckdb
 
@@ -132,6 +156,8 @@ class _Connection:
 
     def check(self, names: Sequence[str]) -> None:
         cols = self.columns()
+        if self.src.startswith("read_csv(") and len(cols) > 1:
+            self._refuse_empty_lines()  # (one column: DuckDB reads an empty line as missing)
         if self.table_names is not None or any(_RENAMED.search(c) for c in cols):
             # DuckDB renames a repeated column `x` to `x_1`: check the names as written
             raw = self.source_columns()
