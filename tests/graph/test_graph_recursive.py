@@ -483,3 +483,13 @@ def test_pattern_options_refused_before_spending() -> None:
     with pytest.raises(InvalidParameterError, match="not connected"):
         count(G, nx.Graph([(0, 1), (2, 3)]), 1.0, unit="edge", accountant=acct)
     assert acct.spent == 0
+
+
+def test_count_refuses_a_directed_graph_before_charging() -> None:
+    """A graph the mechanism cannot count (directed, multigraph, self-loops) is refused before
+    the accountant is charged, as the Laplace baseline already did (it used to be charged first).
+    """
+    acct = fugu.Accountant(fugu.Budget(1.0, model="node-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="directed"):
+        fugu.graph.count(nx.DiGraph([(0, 1), (1, 2), (2, 0)]), "triangle", 0.5, accountant=acct)
+    assert acct.remaining == pytest.approx(1.0)

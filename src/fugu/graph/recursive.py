@@ -1000,9 +1000,10 @@ def count(
         g_factor=g_factor,
     )
     name = pattern_name(pattern, k)
-    from .patterns import check_pattern
+    from .patterns import check_graph, check_pattern
 
     check_pattern(pattern, induced, unit)  # public: before anything is charged
+    check_graph(G)  # a graph that cannot be counted is refused uncharged, as by the baselines
     _, source = start(
         params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model
     )
