@@ -25,6 +25,9 @@ Run ``python bench/bench_central.py`` (full) or ``python bench/bench_central.py 
     times as ratios to the histogram build, with a profile of where the time goes.
 (h) ``--only pidentity``: an experiment (not a fugu mechanism) showing how far a HDMM-style
     p-Identity strategy gets below H_b on random ranges.
+(i) ``--only hb2d``: 2-D cubes (16x16 … 256x256, 74x16, 100x40), random rectangles, ε = 1:
+    fugu's hierarchical vs Ektelo's 2-D H_b vs fugu's Laplace, exact expected RMSE (H_b's by
+    Woodbury, checked against Ektelo's strategy matrix on the smaller grids).
 """
 
 from __future__ import annotations
@@ -572,12 +575,247 @@ def bench_hb(sizes: list[int], reps: int, n_queries: int) -> None:
     )
 
 
+def _hb_split(length: int, b: int) -> list[tuple[int, int]]:
+    """Ektelo's ``grid_split_range`` along one axis: b parts (cut at ceil(L/b·(i+1)) when b does
+    not divide L), singletons when b > L; half-open, relative to the node's start."""
+    if b > length:
+        return [(i, i + 1) for i in range(length)]
+    if length % b:
+        cuts = [0] + [int(np.ceil(length / b * (i + 1))) for i in range(b - 1)] + [length]
+    else:
+        cuts = [i * (length // b) for i in range(b + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def hb_nd_nodes(shape: tuple[int, ...]) -> tuple[Any, int]:
+    """H_b's internal nodes on a d-D grid as Ektelo builds them (``selection.HB``): one b from
+    N = the number of cells (Qardaji's rule), every node split b ways along every axis (a grid),
+    the root not measured, nodes of one cell left to the identity leaves. Returns the nodes as
+    half-open boxes (K, d, 2) and the L1 sensitivity (the deepest cell's number of nodes + 1)."""
+    b = fugu.central.qardaji_branching(int(np.prod(shape)))
+    import itertools
+
+    out: list[Any] = []
+    todo = [tuple((0, n) for n in shape)]
+    first = True
+    while todo:
+        box = todo.pop()
+        area = int(np.prod([hi - lo for lo, hi in box]))
+        if area <= 1:
+            continue
+        if not first:
+            out.append(box)
+        first = False
+        splits = [[(lo + a, lo + c) for a, c in _hb_split(hi - lo, b)] for lo, hi in box]
+        todo.extend(tuple(ch) for ch in itertools.product(*splits))
+    nodes = np.asarray(out, dtype=np.int64).reshape(-1, len(shape), 2)
+    depth = np.ones(shape, dtype=np.int64)
+    for box in nodes:
+        depth[tuple(slice(lo, hi) for lo, hi in box)] += 1
+    return nodes, int(depth.max())
+
+
+def _box_overlap(a: Any, c: Any) -> Any:
+    """Cells shared by every box of ``a`` (m, d, 2) and every box of ``c`` (K, d, 2): (m, K)."""
+    out = np.ones((a.shape[0], c.shape[0]))
+    for ax in range(a.shape[1]):
+        lo = np.maximum(a[:, None, ax, 0], c[None, :, ax, 0])
+        hi = np.minimum(a[:, None, ax, 1], c[None, :, ax, 1])
+        out *= np.maximum(0, hi - lo)
+    return out
+
+
+def hb_nd_exact_var(shape: tuple[int, ...], bounds: Any, epsilon: float = 1.0) -> Any:
+    """Exact variance of every box query (bounds (m, d, 2)) under H_b on a d-D grid as Ektelo
+    runs it (continuous Laplace of scale sensitivity/ε on every node and cell, add/remove,
+    unweighted least squares): σ²·wᵀ(I + BBᵀ)⁻¹w = σ²(|q| − (Bᵀw)ᵀ(I + BᵀB)⁻¹(Bᵀw)) by Woodbury,
+    B the node indicators. Dense in the number of nodes K (fine up to a few thousand)."""
+    nodes, sens = hb_nd_nodes(shape)
+    sigma2 = 2.0 * (sens / epsilon) ** 2
+    area = np.prod(bounds[:, :, 1] - bounds[:, :, 0], axis=1).astype(np.float64)
+    if nodes.shape[0] == 0:
+        return sigma2 * area
+    inv = np.linalg.inv(np.eye(nodes.shape[0]) + _box_overlap(nodes, nodes))
+    out = np.empty(bounds.shape[0])
+    for i in range(0, bounds.shape[0], 500):
+        bw = _box_overlap(bounds[i : i + 500], nodes)
+        out[i : i + 500] = area[i : i + 500] - np.sum((bw @ inv) * bw, axis=1)
+    return sigma2 * out
+
+
+_EKTELO_ND_SCRIPT = r"""
+import sys, numpy as np
+from ektelo.client import selection, inference
+from ektelo.private import measurement
+measurement.Laplace.sensitivity_L1 = staticmethod(lambda A: float(abs(A).sum(axis=0).max()))
+d = np.load(sys.argv[1])
+x, bounds, truth, reps = d["x"].astype(float), d["bounds"], d["truth"], int(d["reps"])
+shape = x.shape
+M = selection.HB(shape).select()
+sens = measurement.Laplace.sensitivity_L1(M)
+xf = x.ravel()
+# the query rows (C order, as Ektelo flattens the domain)
+idx = np.arange(xf.size).reshape(shape)
+def rows(b):
+    w = np.zeros((b.shape[0], xf.size))
+    for i, q in enumerate(b):
+        w[i, idx[tuple(slice(lo, hi) for lo, hi in q)].ravel()] = 1.0
+    return w
+exact = float("nan")
+if int(d["exact"]):
+    # Ektelo's own strategy matrix: exact variance sigma^2 w^T (M^T M)^-1 w
+    A = M.dense_matrix() if hasattr(M, "dense_matrix") else np.asarray(M.sparse_matrix().todense())
+    A = np.asarray(A, dtype=float)
+    W = rows(bounds)
+    sol = np.linalg.solve(A.T @ A, W.T)
+    exact = float(np.mean(np.sum(W.T * sol, axis=0)) * 2 * sens**2)
+mse = []
+W = None
+for r in range(reps):
+    y = measurement.Laplace(M, 1.0).measure(xf, np.random.RandomState(1000 + 7919 * xf.size + r))
+    xh = y if type(M).__name__ == "Identity" else inference.LeastSquares().infer(M, y)
+    c = np.asarray(xh, dtype=float).reshape(shape)
+    ps = np.zeros(tuple(n + 1 for n in shape))
+    ps[tuple(slice(1, None) for _ in shape)] = c.cumsum(0).cumsum(1)
+    lo, hi = bounds[:, :, 0], bounds[:, :, 1]
+    ans = (ps[hi[:, 0], hi[:, 1]] - ps[lo[:, 0], hi[:, 1]]
+           - ps[hi[:, 0], lo[:, 1]] + ps[lo[:, 0], lo[:, 1]])
+    mse.append(float(np.mean((ans - truth) ** 2)))
+print(sens, exact, np.mean(mse) if mse else float("nan"),
+      np.std(mse) / np.sqrt(reps) if mse else float("nan"))
+"""
+
+
+def _ektelo_hb_nd(
+    x: Any, bounds: Any, truth: Any, reps: int, exact: bool
+) -> tuple[float, float, float, float] | None:
+    """Ektelo's H_b on a 2-D grid in the peers venv: (sensitivity, exact MSE from its strategy
+    matrix (nan unless ``exact``), measured MSE over ``reps`` releases, its SE) or None."""
+    import os
+    import subprocess
+    import tempfile
+
+    if not (os.path.exists(PEER_PY) and os.path.isdir(EKTELO_SRC)):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "in.npz")
+        np.savez(path, x=x, bounds=bounds, truth=truth, reps=reps, exact=int(exact))
+        env = dict(os.environ, PYTHONPATH=EKTELO_SRC, OMP_NUM_THREADS="1")
+        try:
+            out = subprocess.run(
+                [PEER_PY, "-c", _EKTELO_ND_SCRIPT, path],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=1800,
+                check=True,
+            ).stdout.split()
+        except (subprocess.SubprocessError, OSError) as exc:
+            print(f"  (Ektelo 2-D run failed: {exc})")
+            return None
+    return float(out[0]), float(out[1]), float(out[2]), float(out[3])
+
+
+def bench_hb2d(shapes: list[tuple[int, int]], n_queries: int, reps: int, ektelo_max: int) -> None:
+    """(i) Cubes: fugu's hierarchical (product of trees or Kronecker product of per-axis plans,
+    whichever has the lower exact expected error) vs Ektelo's H_b on 2-D grids (one b from the
+    number of cells, b × b grid splits, no root, least squares) vs fugu's Laplace. Random
+    rectangles (uniform intervals on both axes), ε = 1. Exact expected RMSE throughout: fugu's
+    from its closed forms (``hierarchical_variance``), H_b's by Woodbury on its node boxes
+    (``hb_nd_exact_var``, checked against Ektelo's own strategy matrix up to ``ektelo_max``
+    cells, where Ektelo's measured RMSE over ``reps`` releases is printed too)."""
+    from fugu.central.hierarchical import hierarchical_variance, plan_cube
+
+    print(
+        f"\n(i) 2-D cubes: {n_queries:,} random rectangles, eps = 1; exact expected RMSE. "
+        f"add/remove unless marked 'replace' (fugu's default: the public total is used, the "
+        f"sensitivity doubles); H_b is Ektelo's (add/remove, continuous Laplace) in every ratio"
+    )
+    header = (
+        f"{'shape':>9} {'fugu structure (add/remove)':<30} {'fugu':>7} {'H_b':>7} {'Laplace':>7} "
+        f"{'fugu/H_b':>8} {'fugu/Lap':>8} | {'fugu repl':>9} {'Lap repl':>8} {'repl/H_b':>8} "
+        f"{'repl/Lap':>8} | {'Ektelo exact':>12} {'Ektelo meas':>14} {'fugu meas':>13} "
+        f"{'plan s':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for shape in shapes:
+        dom = fugu.Domain([fugu.Ordinal("a", 0, shape[0] - 1), fugu.Ordinal("b", 0, shape[1] - 1)])
+        w = random_workload(dom, n_queries, seed=1)
+        b = w.bounds(dom)
+        area = float(np.mean(np.prod(b[:, :, 1] - b[:, :, 0], axis=1)))
+        t0 = time.process_time()
+        _, info, dense = plan_cube(dom, neighbours="add-remove")
+        plan_cube(dom, neighbours="replace")
+        t_plan = time.process_time() - t0
+        if dense is None:
+            struct = "trees " + "x".join(
+                f"b{t.b}h{t.h}" for t in plan_cube(dom, neighbours="add-remove")[0]
+            )
+        else:
+            struct = "kron " + " x ".join(
+                f"{d.kind}" + (f"+{dict(d.info).get('rows')}" if d.kind == "graded" else "")
+                for d in dense
+            )
+        f_ar = float(np.sqrt(np.mean(hierarchical_variance(dom, b, 1.0, neighbours="add-remove"))))
+        f_rp = float(np.sqrt(np.mean(hierarchical_variance(dom, b, 1.0, neighbours="replace"))))
+        hb = float(np.sqrt(np.mean(hb_nd_exact_var(shape, b))))
+        lap_ar = float(np.sqrt(area * float(fugu.noise.discrete_laplace_variance(1.0))))
+        lap_rp = float(np.sqrt(area * float(fugu.noise.discrete_laplace_variance(2.0))))
+        ek_txt, meas_txt = f"{'-':>12} {'-':>14}", f"{'-':>13}"
+        if dom.size <= ektelo_max and reps > 0:
+            rng = np.random.default_rng(dom.size)
+            centre = rng.uniform(0, 1, size=(4, 2)) * np.array(shape)
+            pts = centre[rng.integers(0, 4, size=100_000)] + rng.normal(
+                0, np.array(shape) / 10, size=(100_000, 2)
+            )
+            pts = np.clip(np.rint(pts), 0, np.array(shape) - 1).astype(np.int64)
+            x = np.zeros(shape, dtype=np.int64)
+            np.add.at(x, (pts[:, 0], pts[:, 1]), 1)
+            truth = w.answer(x, dom)
+            ek = _ektelo_hb_nd(x, b, truth, reps, exact=True)
+            if ek is not None:
+                ek_txt = (
+                    f"{np.sqrt(ek[1]):>12.2f} "
+                    f"{np.sqrt(ek[2]):>8.2f}+-{ek[3] / (2 * np.sqrt(ek[2])):<4.2f}"
+                )
+            hist = fugu.Histogram(x, dom)
+            mse = [
+                np.mean(
+                    (
+                        fugu.central.hierarchical(
+                            hist, 1.0, neighbours="add-remove", rng=fugu.RandomSource(seed=r)
+                        ).answer_many(w)
+                        - truth
+                    )
+                    ** 2
+                )
+                for r in range(reps)
+            ]
+            m = float(np.sqrt(np.mean(mse)))
+            meas_txt = f"{m:>7.2f}+-{np.std(mse) / np.sqrt(reps) / (2 * m):<4.2f}"
+        label = f"{shape[0]}x{shape[1]}"
+        print(
+            f"{label:>9} {struct:<30} {f_ar:>7.2f} {hb:>7.2f} {lap_ar:>7.2f} {f_ar / hb:>8.3f} "
+            f"{f_ar / lap_ar:>8.3f} | {f_rp:>9.2f} {lap_rp:>8.2f} {f_rp / hb:>8.3f} "
+            f"{f_rp / lap_rp:>8.3f} | {ek_txt} {meas_txt} {t_plan:>6.1f}"
+        )
+    print(
+        "(H_b = Qardaji et al.'s b for the number of cells, b x b grid splits, no root, identity "
+        "leaves, continuous Laplace of scale depth/eps, least squares, exact by Woodbury; "
+        "'Ektelo exact' is the same from Ektelo's own strategy matrix, 'Ektelo meas' and 'fugu "
+        "meas' the RMSE of releases on clustered synthetic data (+- SE). fugu's 'trees' rows use "
+        "the 2*scale^2 model (an upper bound); its Kronecker rows are exact. Laplace: fugu's "
+        "discrete Laplace. plan s: CPU seconds to plan both neighbour relations (cached).)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
     ap.add_argument(
         "--only",
-        choices=["1d", "census", "adult", "analytic", "hb", "bigcube", "pidentity"],
+        choices=["1d", "census", "adult", "analytic", "hb", "hb2d", "bigcube", "pidentity"],
         help="run one part only",
     )
     args = ap.parse_args()
@@ -597,6 +835,8 @@ def main() -> None:
             bench_bigcube(200_000, 2, 16, reps=1)
         if part == "pidentity":
             bench_pidentity(128, 8, 300)
+        if part == "hb2d":
+            bench_hb2d([(16, 16), (32, 32), (64, 64), (74, 16)], 500, 3, 1200)
     else:
         if part in (None, "1d"):
             bench_1d(1_000_000, 4096, 10_000, [0.1, 0.25, 0.5, 1.0, 2.0], reps=5)
@@ -612,6 +852,9 @@ def main() -> None:
             bench_bigcube(2_000_000, 8, 64, reps=3)
         if part == "pidentity":  # minutes of CPU: only on request
             bench_pidentity(256, 16, 1500)
+        if part == "hb2d":  # about 3 minutes of CPU (planning); only on request
+            shapes = [(16, 16), (32, 32), (64, 64), (128, 128), (256, 256), (74, 16), (100, 40)]
+            bench_hb2d(shapes, 2000, 10, 4096)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..budget import Accountant
-from ..domain import Domain
+from ..domain import Domain, Nominal
 from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..inference.tree import (
@@ -437,6 +437,195 @@ def _plan_trees(
     return trees, info
 
 
+STRATEGIES = ("auto", "trees", "kronecker")
+
+
+def _check_strategy(strategy: object) -> str:
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise InvalidParameterError(
+            f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}: 'auto' compares the "
+            f"product of trees with the Kronecker product of per-axis strategies by their exact "
+            f"expected error, 'trees' or 'kronecker' forces one"
+        )
+    return strategy
+
+
+def _axis_gram(attr: Any, is_flat: bool) -> NDArray[np.float64]:
+    """E[w wᵀ] of the default workload on one axis (random interval / random non-root node)."""
+    if isinstance(attr, Nominal):
+        nodes = attr.hierarchy.nodes[1:] or attr.hierarchy.nodes
+        lohi = np.array([[nd.start, nd.stop] for nd in nodes], dtype=np.int64)
+        return treeplan.interval_gram(attr.size, lohi)
+    return treeplan.range_gram(attr.size)
+
+
+def _axis_candidates(
+    attr: Any, is_flat: bool, tree: AxisTree, rule: AxisTree
+) -> list[treeplan.DenseAxis]:
+    """Per-axis dense strategies: the cells; the planned and the rule tree; for an ordered axis
+    of 3 … KRON_MAX_AXIS cells the hat tree's plan for random ranges (add/remove: the per-axis
+    error of a Kronecker strategy multiplies, so each axis's best 1-D plan is the best factor)."""
+    from .hattree import plan_hat_tree
+
+    n = attr.size
+    out = [treeplan.dense_identity(n)]
+    if is_flat:
+        return out
+    for t in (tree, rule):
+        if t.h > 0 and any(x > 0 for x in t.p[:-1]):  # a tree with more than its leaves
+            out.append(treeplan.dense_tree(n, t.b, t.h, t.p))
+    if not isinstance(attr, Nominal) and n >= 3:
+        plan = plan_hat_tree(n, neighbours="add-remove")
+        if plan.graded or len(plan.strides) > 1:
+            out.append(treeplan.dense_hats(plan))
+    return out
+
+
+def _kron_value(terms: list[tuple[Any, Any, float]], replace: bool, given: bool) -> float:
+    """The workload's mean variance in units of C for one choice of per-axis strategies.
+
+    ``terms[i] = (f_i, g_i, s_i)``: per-query wᵀcov w and wᵀu (given bounds), or their
+    expectations E[wᵀ cov w], E[(wᵀu)²] (default workload), and s_i = 1ᵀu."""
+    f = np.ones(1)
+    g = np.ones(1)
+    s = 1.0
+    for fi, gi, si in terms:
+        f = f * fi
+        g = g * (gi**2 if given else gi)
+        s *= si
+    val = f - g / s if replace else f
+    return float(np.mean(val))
+
+
+def _plan_kronecker(
+    domain: Domain,
+    trees: list[AxisTree],
+    rule: list[AxisTree],
+    is_flat: list[bool],
+    bounds: NDArray[np.int64] | None,
+    replace: bool,
+) -> tuple[list[treeplan.DenseAxis], float]:
+    """Coordinate descent over the per-axis candidates by the exact expected error."""
+    attrs = domain.attributes
+    cands = [_axis_candidates(a, is_flat[ax], trees[ax], rule[ax]) for ax, a in enumerate(attrs)]
+    terms: list[list[tuple[Any, Any, float]]] = []
+    for ax, a in enumerate(attrs):
+        row = []
+        gram = None if bounds is not None else _axis_gram(a, is_flat[ax])
+        for c in cands[ax]:
+            s_i = float(np.sum(c.ones_cov))
+            if bounds is None:
+                assert gram is not None
+                ef, eg = c.expected_terms(gram)
+                row.append((np.array([ef]), np.array([eg]), s_i))
+            else:
+                f, g = c.range_terms(bounds[:, ax, 0], bounds[:, ax, 1])
+                row.append((f, g, s_i))
+        terms.append(row)
+    given = bounds is not None
+
+    def value(idx: list[int]) -> float:
+        return _kron_value([terms[ax][i] for ax, i in enumerate(idx)], replace, given)
+
+    best_idx, best_val = None, math.inf
+    starts = [[min(1, len(c) - 1) for c in cands], [len(c) - 1 for c in cands]]
+    for first in starts:
+        idx = list(first)
+        val = value(idx)
+        for _ in range(3):
+            changed = False
+            for ax in range(domain.ndim):
+                for i in range(len(cands[ax])):
+                    if i == idx[ax]:
+                        continue
+                    trial = list(idx)
+                    trial[ax] = i
+                    v = value(trial)
+                    if v < val * (1 - 1e-12):
+                        idx, val, changed = trial, v, True
+            if not changed:
+                break
+        if val < best_val:
+            best_idx, best_val = idx, val
+    assert best_idx is not None
+    return [cands[ax][i] for ax, i in enumerate(best_idx)], best_val
+
+
+_CUBE_CACHE: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def plan_cube(
+    domain: Domain,
+    branching: object = None,
+    budget: object = "optimal",
+    flat: Sequence[str] | None = None,
+    *,
+    workload: Any = None,
+    neighbours: str = "replace",
+    strategy: str = "auto",
+) -> tuple[list[AxisTree], dict[str, Any], list[treeplan.DenseAxis] | None]:
+    """The trees, the plan's description, and the Kronecker axes when that structure is used.
+
+    The product of trees (:func:`plan_trees`) is always planned. With ``budget="optimal"``,
+    no fixed ``branching``, at least two attributes with trees, every such attribute at most
+    ``KRON_MAX_AXIS`` cells and the cube at most ``KRON_MAX_CELLS`` cells (or
+    ``strategy="kronecker"``), the Kronecker candidate — one dense strategy per axis (the
+    cells, a tree, or the hat tree's 1-D plan) — is planned too, and the structure with the
+    lower exact expected error of the workload is used (``strategy="auto"``).
+    """
+    strategy = _check_strategy(strategy)
+    trees, info = plan_trees(
+        domain, branching, budget, flat, workload=workload, neighbours=neighbours
+    )
+    flat_names = _check_flat(domain, flat)
+    is_flat = [a.name in flat_names for a in domain.attributes]
+    n_tree_axes = sum(1 for t in trees if t.h > 0)
+    fixed = branching is not None or not (isinstance(budget, str) and budget == "optimal")
+    too_big = any(
+        a.size > treeplan.KRON_MAX_AXIS
+        for a, f in zip(domain.attributes, is_flat, strict=True)
+        if not f
+    )
+    if strategy == "trees" or n_tree_axes < 2 and strategy == "auto":
+        return trees, dict(info, structure="product of trees"), None
+    if fixed or too_big:
+        if strategy == "kronecker":
+            raise InvalidParameterError(
+                f"strategy='kronecker' needs budget='optimal', no fixed branching and every "
+                f"attribute with a tree at most {treeplan.KRON_MAX_AXIS} cells; got "
+                f"budget={budget!r}, branching={branching!r}, shape {domain.shape}"
+            )
+        return trees, dict(info, structure="product of trees"), None
+    if strategy == "auto" and domain.size > treeplan.KRON_MAX_CELLS:
+        return trees, dict(info, structure="product of trees"), None
+    replace = check_neighbours(neighbours) == "replace"
+    bounds = _workload_bounds(domain, workload)
+    key = (_domain_key(domain), tuple(sorted(flat_names)), neighbours) if bounds is None else None
+    hit = _CUBE_CACHE.get(key) if key is not None else None
+    if hit is None:
+        rule = plan_trees(domain, None, "uniform", flat, neighbours=neighbours)[0]
+        hit = _plan_kronecker(domain, trees, rule, is_flat, bounds, replace)
+        if key is not None:
+            if len(_CUBE_CACHE) > 64:
+                _CUBE_CACHE.clear()
+            _CUBE_CACHE[key] = hit
+    dense, value = hit
+    tree_value = float(info["objective"])
+    out = dict(info)
+    out["kronecker_objective"] = value
+    out["trees_objective"] = tree_value
+    if strategy == "kronecker" or value < tree_value * (1 - 1e-9):
+        out["structure"] = "kronecker"
+        out["axes"] = [_describe(d) for d in dense]
+        return trees, out, dense
+    out["structure"] = "product of trees"
+    return trees, out, None
+
+
+def _describe(d: treeplan.DenseAxis) -> dict[str, Any]:
+    return {"kind": d.kind, "measurements": int(d.rows.shape[0]), **{k: v for k, v in d.info}}
+
+
 def axis_trees(
     domain: Domain,
     branching: object = None,
@@ -553,14 +742,27 @@ def hierarchical_variance(
     flat: Sequence[str] | None = None,
     neighbours: str = "replace",
     workload: Any = None,
+    strategy: str = "auto",
 ) -> NDArray[np.float64]:
     """Noise variance of each query (bounds (m, d, 2)) under the mechanism, without any data.
 
     The plan is optimised for ``workload`` (default: the random-range distribution, not
-    ``bounds``); pass ``workload=bounds`` to plan for the queries being scored.
+    ``bounds``); pass ``workload=bounds`` to plan for the queries being scored. The structure
+    (product of trees or Kronecker) is the one :func:`hierarchical` would use.
     """
-    trees = axis_trees(domain, branching, budget, flat, workload=workload, neighbours=neighbours)
+    trees, _, dense = plan_cube(
+        domain,
+        branching,
+        budget,
+        flat,
+        workload=workload,
+        neighbours=neighbours,
+        strategy=strategy if consistency else "trees",
+    )
     delta = _delta(neighbours)
+    if dense is not None:
+        eps = float(epsilon)
+        return kronecker_variance(dense, 2.0 * (delta / eps) ** 2, bounds, delta == 2)
     const, factors, _ = _level_factors(trees, epsilon, delta)
     return _variance(trees, const, factors, bounds, consistency, delta == 2)
 
@@ -597,6 +799,14 @@ class HierarchicalRelease(CubeRelease):
             to_json=lambda fs: [[float(x) for x in f] for f in fs],
         ),
         Meta("total_known", bool, default=False),
+        Meta(
+            "dense",
+            list,
+            nullable=True,
+            default=None,
+            convert=lambda ds: [treeplan.DenseAxis.from_dict(d) for d in ds],
+            to_json=lambda ds: [d.to_dict() for d in ds],
+        ),
     )
 
     def __init__(
@@ -611,6 +821,7 @@ class HierarchicalRelease(CubeRelease):
         tree: NDArray[np.float64] | None = None,
         factors: list[NDArray[np.float64]] | None = None,
         total_known: bool = False,
+        dense: list[treeplan.DenseAxis] | None = None,
     ) -> None:
         super().__init__(domain, guarantee, estimate)
         self.trees = list(trees)
@@ -623,6 +834,7 @@ class HierarchicalRelease(CubeRelease):
             else [t.rel_variance for t in self.trees]
         )
         self.total_known = bool(total_known)
+        self.dense = dense
         self._tree_prefix: PrefixSums | None = None
 
     def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -656,6 +868,8 @@ class HierarchicalRelease(CubeRelease):
         """Noise variance of many queries given as bounds (m, d, 2); None after clamping."""
         if any("clamp" in step for step in self.guarantee.post_processing):
             return None
+        if self.dense is not None:
+            return kronecker_variance(self.dense, self.const, bounds, self.total_known)
         return _variance(
             self.trees, self.const, self.factors, bounds, self.consistent, self.total_known
         )
@@ -699,6 +913,158 @@ def _noise_layout(
     return out
 
 
+def _kron_scales(dense: list[treeplan.DenseAxis]) -> NDArray[np.float64]:
+    """Π_i w_i[r_i] for every combination of rows (the combination's share of ε)."""
+    out = np.ones(())
+    for d in dense:
+        out = np.multiply.outer(out, d.weights)
+    return np.asarray(out, dtype=np.float64)
+
+
+def _kron_measure(
+    counts: NDArray[Any],
+    dense: list[treeplan.DenseAxis],
+    eps: float,
+    delta: int,
+    source: RandomSource,
+) -> NDArray[np.float64]:
+    """The noisy Kronecker measurements: the integer sums (A_1 ⊗ … ⊗ A_d)·x, each with exact
+    discrete Laplace noise of scale δ/(ε Π_i w_i[r_i]).
+
+    Privacy: a record in cell j changes combination r by Π_i A_i[r_i, j_i] ≥ 0, so the losses add
+    up to (ε/δ)·Π_i (Σ_r w_i[r] A_i[r, j_i]) = (ε/δ)·Π_i loss_i(j_i) ≤ ε/δ per record touched
+    (every axis's column loss is at most 1): ε under add/remove (δ = 1), and under replace-one
+    (two cells, δ = 2) at most ε/2 + ε/2. The only place where private data meets noise.
+    """
+    y = np.asarray(counts, dtype=np.int64)
+    for ax, d in enumerate(dense):
+        y = np.moveaxis(np.tensordot(d.rows, y, axes=([1], [ax])), 0, ax)
+    scale = delta / (eps * _kron_scales(dense))
+    return (y + discrete_laplace(scale, rng=source)).astype(np.float64)
+
+
+def _kron_estimate(
+    noisy: NDArray[np.float64], dense: list[treeplan.DenseAxis], total: float | None
+) -> NDArray[np.float64]:
+    """Least squares, axis by axis (the noise model's covariance is a Kronecker product), then
+    the public total as an exact constraint: add (n − Σ x̂)·(⊗u_i)/Π(1ᵀu_i), u_i = cov_i·1."""
+    est = noisy
+    for ax, d in enumerate(dense):
+        est = np.moveaxis(np.tensordot(d.solver, est, axes=([1], [ax])), 0, ax)
+    if total is not None:
+        u = np.ones(())
+        for d in dense:
+            u = np.multiply.outer(u, d.ones_cov)
+        est = est + (total - float(est.sum())) * u / float(u.sum())
+    return np.asarray(est, dtype=np.float64)
+
+
+def _contract(d_var: NDArray[np.float64], vecs: list[NDArray[np.float64]]) -> NDArray[np.float64]:
+    """Σ_r D[r]·Π_i v_i[q, r_i] for every query q (v_i: (m, R_i))."""
+    t = np.tensordot(vecs[0], d_var, axes=([1], [0]))  # (m, R_2, …)
+    for v in vecs[1:]:
+        t = np.einsum("qa,qa...->q...", v, t)
+    return np.asarray(t, dtype=np.float64)
+
+
+def kronecker_variance(
+    dense: list[treeplan.DenseAxis], const: float, bounds: NDArray[np.int64], total_known: bool
+) -> NDArray[np.float64]:
+    """Exact variance of box queries (bounds (m, d, 2)) after :func:`_kron_estimate`.
+
+    ``const`` = 2(δ/ε)²; combination r's noise is discrete Laplace of scale (δ/ε)/Π_i w_i[r_i]
+    with its exact variance D[r]. The answer's coefficient on the measurements is
+    ⊗_i a_i − α ⊗_i b_i (a_i = solver_iᵀ w_i, b_i = solver_iᵀ 1, α = Π(w_iᵀu_i)/Π(1ᵀu_i) with
+    the public total, else 0), so Var = Σ_r D[r](⊗a − α⊗b)²[r], contracted axis by axis.
+    """
+    b = np.asarray(bounds, dtype=np.int64)
+    d_var = np.asarray(
+        discrete_laplace_variance(math.sqrt(const / 2.0) / _kron_scales(dense)), dtype=np.float64
+    )
+    out = np.empty(b.shape[0])
+    for i in range(0, b.shape[0], 256):
+        bb = b[i : i + 256]
+        a_vecs, ab_vecs, b_vecs = [], [], []
+        alpha = np.ones(bb.shape[0])
+        for ax, d in enumerate(dense):
+            pref = np.vstack([np.zeros((1, d.solver.shape[1])), np.cumsum(d.solver, axis=0)])
+            a = pref[bb[:, ax, 1]] - pref[bb[:, ax, 0]]
+            bvec = np.broadcast_to(pref[-1], a.shape)
+            a_vecs.append(a * a)
+            ab_vecs.append(a * bvec)
+            b_vecs.append(bvec * bvec)
+            _, g = d.range_terms(bb[:, ax, 0], bb[:, ax, 1])
+            alpha *= g / float(np.sum(d.ones_cov))
+        var = _contract(d_var, a_vecs)
+        if total_known:
+            var = var - 2 * alpha * _contract(d_var, ab_vecs) + alpha**2 * _contract(d_var, b_vecs)
+        out[i : i + 256] = var
+    return np.maximum(out, 0.0)
+
+
+def _kronecker_release(
+    hist: Histogram,
+    dense: list[treeplan.DenseAxis],
+    plan: dict[str, Any],
+    eps: float,
+    delta: int,
+    source: RandomSource,
+    nonnegative: bool,
+    budget: object,
+    flat: list[str],
+) -> HierarchicalRelease:
+    dom = hist.domain
+    for d in dense:  # the guarantee rests on this; checked on the matrices actually used
+        loss = d.column_loss()
+        if np.any(d.rows < 0) or float(loss.max()) > 1.0 + 1e-9:
+            raise AssertionError(f"a {d.kind} axis has a column loss {loss.max()} above 1")
+    noisy = _kron_measure(hist.counts, dense, eps, delta, source)
+    total_known = total_is_public("replace" if delta == 2 else "add-remove", hist)
+    n_total = float(np.sum(hist.counts, dtype=np.int64)) if total_known else None
+    est = _kron_estimate(noisy, dense, n_total)
+    post: tuple[str, ...] = ("least squares (Kronecker, axis by axis)",)
+    if total_known:
+        post = (*post, "public total n as an exact constraint (replace-one neighbours)")
+    if nonnegative:
+        est = np.maximum(est, 0.0)
+        post = (*post, "clamp negative cells to 0 (biased)")
+    const = 2.0 * (delta / eps) ** 2
+    g = guarantee(
+        model="central-dp",
+        epsilon=eps,
+        neighbours="replace" if delta == 2 else "add-remove",
+        mechanism="hierarchical",
+        rng=source,
+        sensitivity=None,
+        source=SOURCE,
+        parameters={
+            "structure": "kronecker",
+            "axes": [_describe(d) for d in dense],
+            "flat": flat,
+            "budget": budget if isinstance(budget, str) else "given",
+            "plan": plan,
+            "total": "public n used exactly (replace-one)" if total_known else "not used",
+            "noise": "discrete Laplace on the integer sums of every row combination",
+            "node_scale": f"{delta}/(epsilon * prod(row shares))",
+            "sensitivity_per_unit_share": delta,
+            "max_column_loss": [float(d.column_loss().max()) for d in dense],
+            "variance_model": "exact (discrete Laplace of every row combination)",
+        },
+        data_options=hist.data_options,
+        post_processing=post,
+    )
+    return HierarchicalRelease(
+        dom,
+        g,
+        np.ascontiguousarray(est),
+        trees=[AxisTree(a.size, 2, 0, (1.0,)) for a in dom.attributes],
+        const=const,
+        consistent=True,
+        total_known=total_known,
+        dense=dense,
+    )
+
+
 def hierarchical(
     hist: Histogram,
     epsilon: float,
@@ -710,6 +1076,7 @@ def hierarchical(
     nonnegative: bool = False,
     flat: Sequence[str] | None = None,
     neighbours: str = "replace",
+    strategy: str = "auto",
     rng: RandomSource | None = None,
     accountant: Accountant | None = None,
 ) -> HierarchicalRelease:
@@ -773,8 +1140,27 @@ def hierarchical(
         raise InvalidParameterError(
             "nonnegative=True clamps the consistent cells; it needs consistency=True"
         )
-    trees, plan = plan_trees(dom, branching, budget, flat, workload=workload, neighbours=neighbours)
+    strategy = _check_strategy(strategy)
+    if not consistency and strategy == "kronecker":
+        raise InvalidParameterError(
+            "strategy='kronecker' answers from least-squares cells; it needs consistency=True"
+        )
+    trees, plan, dense = plan_cube(
+        dom,
+        branching,
+        budget,
+        flat,
+        workload=workload,
+        neighbours=neighbours,
+        strategy=strategy if consistency else "trees",
+    )
     eps, source = start(epsilon, rng, accountant, "hierarchical cube", neighbours=neighbours)
+    if dense is not None:
+        flat_names = _check_flat(dom, flat)
+        flat_list = [a.name for a in dom.attributes if a.name in flat_names]
+        return _kronecker_release(
+            hist, dense, plan, eps, delta, source, nonnegative, budget, flat_list
+        )
     layout: NDArray[Any] = np.asarray(hist.counts, dtype=np.int64)
     for ax, t in enumerate(trees):
         layout = _to_layout(layout, ax, t)

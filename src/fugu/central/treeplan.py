@@ -280,3 +280,179 @@ class PlanChoice:
     h: int
     shares: tuple[float, ...]
     value: float
+
+
+# ---------------------------------------------------------------------------------------------
+# Kronecker strategies: one dense strategy per axis (a tree, the hat tree's plan, or the cells)
+
+#: Axes up to this many cells can take a dense per-axis strategy (n × n inverses).
+KRON_MAX_AXIS = 1024
+#: Cubes up to this many cells consider the Kronecker structure by default (planning cost).
+KRON_MAX_CELLS = 1 << 20
+
+
+@dataclass(frozen=True, eq=False)
+class DenseAxis:
+    """One axis's measurements as non-negative integer ``rows`` (R × n) with ε-shares.
+
+    Row r's integer sums get noise of scale δ/(ε·w_r·(the other axes' shares)); in units of
+    C = 2δ²/ε² its variance is 1/w_r² (times the other axes'). Column j's privacy loss is
+    Σ_r w_r·rows[r, j] ≤ 1 (in units of ε, add/remove). ``kind`` is "tree", "hats", "graded"
+    or "identity"; ``info`` describes it (public).
+    """
+
+    n: int
+    kind: str
+    rows: NDArray[np.int64]
+    weights: FloatArray
+    info: tuple[tuple[str, Any], ...] = ()
+
+    def column_loss(self) -> FloatArray:
+        return np.asarray(self.weights @ self.rows, dtype=np.float64)
+
+    @functools.cached_property
+    def precision(self) -> FloatArray:
+        """Aᵀ diag(w²) A (n × n): the per-axis information in units of 1/C."""
+        a = self.rows.astype(np.float64)
+        return np.asarray((a * (self.weights**2)[:, None]).T @ a, dtype=np.float64)
+
+    @functools.cached_property
+    def cov(self) -> FloatArray:
+        """(Aᵀ diag(w²) A)⁻¹: the least-squares cells' covariance on this axis (units of C)."""
+        return np.asarray(np.linalg.inv(self.precision), dtype=np.float64)
+
+    @functools.cached_property
+    def solver(self) -> FloatArray:
+        """The least-squares map (n × R): cells = solver @ rows' noisy sums."""
+        return np.asarray(self.cov @ (self.rows.T * (self.weights**2)[None, :]), dtype=np.float64)
+
+    @functools.cached_property
+    def ones_cov(self) -> FloatArray:
+        """u = cov · 1 (the public total's direction on this axis)."""
+        return np.asarray(self.cov.sum(axis=1), dtype=np.float64)
+
+    @functools.cached_property
+    def _prefix(self) -> tuple[FloatArray, FloatArray]:
+        c = np.zeros((self.n + 1, self.n + 1))
+        c[1:, 1:] = self.cov.cumsum(0).cumsum(1)
+        u = np.concatenate([[0.0], np.cumsum(self.ones_cov)])
+        return c, u
+
+    def range_terms(
+        self, lo: NDArray[np.int64], hi: NDArray[np.int64]
+    ) -> tuple[FloatArray, FloatArray]:
+        """wᵀ cov w and wᵀ u for the 0/1 rows w of the ranges [lo, hi)."""
+        c, u = self._prefix
+        f = c[hi, hi] - c[lo, hi] - c[hi, lo] + c[lo, lo]
+        return np.asarray(f, dtype=np.float64), np.asarray(u[hi] - u[lo], dtype=np.float64)
+
+    def expected_terms(self, gram: FloatArray) -> tuple[float, float]:
+        """E[wᵀ cov w] and E[(wᵀ u)²] for a workload with second moments ``gram`` = E[w wᵀ]."""
+        u = self.ones_cov
+        return float(np.sum(gram * self.cov)), float(u @ gram @ u)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "kind": self.kind,
+            "rows": self.rows.tolist(),
+            "weights": [float(x) for x in self.weights],
+            "info": {k: v for k, v in self.info},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> DenseAxis:
+        n = int(d["n"])
+        rows = np.asarray(d["rows"], dtype=np.int64).reshape(-1, n)
+        w = np.asarray(d["weights"], dtype=np.float64).reshape(-1)
+        if rows.shape[0] != w.size or np.any(rows < 0) or np.any(w <= 0):
+            raise ValueError("a dense axis needs one positive weight per non-negative row")
+        return cls(n, str(d["kind"]), rows, w, tuple(dict(d.get("info", {})).items()))
+
+
+def dense_identity(n: int) -> DenseAxis:
+    """Every cell with the whole budget (Laplace on this axis)."""
+    return DenseAxis(n, "identity", np.eye(n, dtype=np.int64), np.ones(n))
+
+
+def dense_tree(n: int, b: int, h: int, shares: Any) -> DenseAxis:
+    """A b-ary tree's measured levels over the n real cells (padding cells are known zeros).
+
+    Level k's nodes are the intervals [j·b^(h−k), (j+1)·b^(h−k)) ∩ [0, n) with share p(k);
+    nodes lying in the padding only are dropped (their count is a public 0).
+    """
+    p = np.asarray(shares, dtype=np.float64)
+    rows, weights = [], []
+    for k in range(h + 1):
+        if p[k] <= 0:
+            continue
+        w = b ** (h - k)
+        starts = np.arange(0, n, w)
+        block = np.zeros((starts.size, n), dtype=np.int64)
+        cells = np.arange(n)
+        block[cells // w, cells] = 1
+        rows.append(block)
+        weights.append(np.full(starts.size, p[k]))
+    return DenseAxis(
+        n,
+        "tree",
+        np.vstack(rows),
+        np.concatenate(weights),
+        (("branching", int(b)), ("height", int(h)), ("level_shares", [float(x) for x in p])),
+    )
+
+
+def dense_hats(plan: Any) -> DenseAxis:
+    """The hat tree's 1-D plan (:class:`fugu.central.hattree.HatPlan`) as rows and shares:
+    graded plans — every cell with its own share d_j, the integer rows R with 1/B each; hat
+    levels — level k's integer hat sums (column L1 norm w_k) with share s_k/w_k each."""
+    from .hattree import hat_matrix
+
+    n = int(plan.n)
+    if plan.graded:
+        r = plan.row_matrix()
+        rows = np.vstack([np.eye(n, dtype=np.int64), r])
+        weights = np.concatenate(
+            [
+                np.asarray(plan.cell_budget, dtype=np.float64),
+                np.full(r.shape[0], 1.0 / plan.row_divisor),
+            ]
+        )
+        info: tuple[tuple[str, Any], ...] = (("plan", "graded"), ("rows", int(r.shape[0])))
+        return DenseAxis(n, "graded", rows, weights, info)
+    mats, ws = [], []
+    for w, s in zip(plan.strides, plan.shares, strict=True):
+        if s <= 0:
+            continue
+        m = (
+            np.eye(n, dtype=np.int64)
+            if w == 1
+            else np.rint(hat_matrix(n, w).toarray()).astype(np.int64)
+        )
+        mats.append(m)
+        ws.append(np.full(m.shape[0], s / float(w)))
+    info = (
+        ("plan", "hats"),
+        ("strides", [int(x) for x in plan.strides]),
+        ("shares", [float(x) for x in plan.shares]),
+    )
+    return DenseAxis(n, "hats", np.vstack(mats), np.concatenate(ws), info)
+
+
+@functools.lru_cache(maxsize=256)
+def range_gram(n: int) -> FloatArray:
+    """E[w wᵀ] for the random range [min(u, v), max(u, v)] of two iid uniform cells of [0, n)."""
+    i = np.arange(n)
+    lo, hi = np.minimum.outer(i, i), np.maximum.outer(i, i)
+    g = 2.0 * (lo + 1) * (n - hi) / float(n) ** 2
+    np.fill_diagonal(g, 1.0 - (i**2 + (n - 1 - i) ** 2) / float(n) ** 2)
+    g.setflags(write=False)
+    return g
+
+
+def interval_gram(n: int, lohi: NDArray[np.int64]) -> FloatArray:
+    """E[w wᵀ] for ranges drawn uniformly from the given half-open intervals (m, 2)."""
+    w = np.zeros((lohi.shape[0], n))
+    j = np.arange(n)
+    w[(j >= lohi[:, :1]) & (j < lohi[:, 1:])] = 1.0
+    return np.asarray(w.T @ w / lohi.shape[0], dtype=np.float64)
