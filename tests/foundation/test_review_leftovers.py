@@ -278,3 +278,22 @@ def test_threadpoolctl_is_not_imported_by_import_fugu_but_limits_blas_when_used(
     before, inside = json.loads(out.stdout)
     assert before is False
     assert inside and set(inside) == {1}
+
+
+# -- 2b. ragged mappings in the k-means points and the K-relation records --------------------------
+def test_kmeans_points_ragged_mapping_names_every_column() -> None:
+    """np.stack raised numpy's ValueError ('all input arrays must have the same shape')."""
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9), fugu.Ordinal("y", 0, 9)])
+    km = KMeans(2, 1.0, domain=dom, rng=fugu.RandomSource(seed=0))
+    with pytest.raises(fugu.DomainError, match=r"'x': 3, 'y': 2"):
+        km.fit({"x": [1, 2, 3], "y": [1, 2]})
+
+
+def test_krelation_ragged_mapping_names_every_column() -> None:
+    """The old message gave the lengths without the columns ('[2, 3]')."""
+    from fugu.graph import KRelation
+
+    with pytest.raises(fugu.DomainError, match=r"'a': 3, 'b': 2"):
+        KRelation.from_records({"a": [1, 2, 3], "b": [2, 3]}, owners=["a", "b"])

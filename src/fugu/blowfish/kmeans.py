@@ -89,7 +89,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..budget import Accountant
-from ..domain import Domain
+from ..domain import Domain, check_column_lengths
 from ..errors import (
     DomainError,
     EmptyDataError,
@@ -468,6 +468,7 @@ class KMeans:
                     f"X has no column {exc.args[0]!r}; the domain's attributes are "
                     f"{list(grid.names)}"
                 ) from None
+            check_column_lengths({n: len(c) for n, c in zip(grid.names, cols, strict=True)}, "X")
             arr = np.stack(cols, axis=1) if cols else np.empty((0, 0))
         else:
             try:

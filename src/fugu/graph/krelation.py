@@ -127,6 +127,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..domain import check_column_lengths
 from ..errors import EmptyDataError, InvalidParameterError, InvalidTypeError
 
 __all__ = ["KRelation", "Annotations", "minimal_dnf", "MAX_CLAUSES", "FORMS"]
@@ -305,10 +306,8 @@ def _table(data: Any) -> tuple[list[dict[str, Any]], list[Any] | None]:
         return list(data.to_dicts()), list(data.columns)
     if isinstance(data, Mapping):
         cols = {k: list(v) for k, v in data.items()}
-        lens = {len(v) for v in cols.values()}
-        if len(lens) > 1:
-            raise InvalidParameterError(f"columns have different lengths {sorted(lens)}")
-        n = lens.pop() if lens else 0
+        check_column_lengths({str(k): len(v) for k, v in cols.items()})
+        n = len(next(iter(cols.values()))) if cols else 0
         return [{k: v[i] for k, v in cols.items()} for i in range(n)], list(cols)
     if isinstance(data, list | tuple):
         if not all(isinstance(r, Mapping) for r in data):
