@@ -477,3 +477,26 @@ def test_guarantee_does_not_claim_add_remove_for_partial_bottom_edges() -> None:
     assert "only cells 3;" in text
     full = fugu.blowfish.laplace(hist, 1.0, pol.with_bottom(), rng=fugu.RandomSource(seed=0))
     assert full.guarantee.neighbours.endswith("or add/remove one record (⊥)")
+
+
+# == graph: the solver tolerance of the linear-program paths =======================================
+@pytest.mark.parametrize("entry", ["count", "answer"])
+def test_solver_paths_refuse_tolerance_zero_before_anything_is_charged(entry: str) -> None:
+    """With tolerance = 0 the values entering X were not certified (τ = ∞ in x_value) and the
+    noise, of scale Δ̂/ε2, did not cover the solver's error, while the guarantee still stated ε.
+    The linear-program paths now need tolerance > 0; the general mechanism (exact subset
+    values, no solver) keeps 0 and still releases."""
+    model = "node-dp" if entry == "count" else "participant-dp"
+    acct = fugu.Accountant(fugu.Budget(1.0, model=model))
+    with pytest.raises(fugu.errors.InvalidParameterError, match=r"tolerance must be in \(0, 1\]"):
+        if entry == "count":
+            fugu.graph.count(nx.path_graph(4), "triangle", 0.5, tolerance=0.0, accountant=acct)
+        else:
+            trips = _trips("dict-of-columns", [{"who": "a", "km": 1.0}])
+            rel = fugu.graph.KRelation.from_records(trips, owners="who")
+            fugu.graph.answer(rel, "km", 0.5, tolerance=0.0, accountant=acct)
+    assert acct.spent == 0
+    out = fugu.graph.general_recursive(
+        np.array([0.0, 1.0]), ["a"], 0.5, rng=fugu.RandomSource(seed=0)
+    )
+    assert math.isfinite(out.value)

@@ -124,7 +124,10 @@ class RecursiveParameters:
         tolerance: float = 0.01,
         x_rule: str = "relaxed",
         g_factor: float = G_FACTOR,
+        exact_values: bool = False,
     ) -> RecursiveParameters:
+        """Checked parameters. ``exact_values=True`` (the general mechanism, whose H and G are
+        exact subset values, no solver) is the only case that may use ``tolerance=0``."""
         eps = check_epsilon(epsilon)
         gf = check_g_factor(g_factor)
         if x_rule not in X_RULES:
@@ -155,9 +158,12 @@ class RecursiveParameters:
                 f"the statistic; the paper uses 1)"
             )
         check_epsilon_split(eps, split)
-        if not (0 <= tolerance <= 1):
+        low_ok = tolerance >= 0 if exact_values else tolerance > 0
+        if not (low_ok and tolerance <= 1):
             raise InvalidParameterError(
-                f"tolerance must be in [0, 1] (a fraction of Δ̂), got {tolerance!r}"
+                f"tolerance must be in (0, 1] (a fraction of Δ̂), got {tolerance!r}: the values "
+                "entering X come from a solver and are certified to within tolerance·Δ̂, which "
+                "the noise then covers; 0 would leave solver error uncovered (default 0.01)"
             )
         return cls(
             eps * split,
@@ -727,7 +733,7 @@ def general_recursive(
             f"model must be one of {sorted(_GENERAL_MODELS)}, got {model!r}"
         )
     params = RecursiveParameters.make(
-        epsilon, beta=beta, theta=theta, mu=mu, split=split, tolerance=0.0
+        epsilon, beta=beta, theta=theta, mu=mu, split=split, tolerance=0.0, exact_values=True
     )
     if isinstance(query, KRelation):
         ann = query.compile()
