@@ -133,16 +133,30 @@ def sw_near_probability(epsilon: float, b: float) -> float:
     return W * e / (W * e + F) * (1.0 - 2.0**-50)
 
 
+def _uniform_below(rng: RandomSource, bound: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Uniform integers in ``[0, bound)``, exactly, from the 53-bit words ``rng.random`` turns
+    into floats: ``k = u // ⌊2^53/bound⌋``, drawn again when ``k >= bound`` (probability below
+    ``bound/2^53``). A seeded source gives nearly the reports of the float sampler it replaced."""
+    b = np.asarray(bound, dtype=np.uint64)
+    step = np.uint64(2**53) // b
+    k = (rng.bits64(b.size) >> np.uint64(11)) // step
+    bad = np.flatnonzero(k >= b)
+    while bad.size:
+        k[bad] = (rng.bits64(bad.size) >> np.uint64(11)) // step[bad]
+        bad = bad[k[bad] >= b[bad]]
+    return k.astype(np.int64)
+
+
 def sw_perturb(
     x: ArrayLike, epsilon: float, rng: RandomSource, b: float | None = None
 ) -> NDArray[np.float64]:
     """Square-wave randomiser of values ``x ∈ [0, 1]`` (vectorised), on the exact grid of
     :func:`sw_grid`: with probability :func:`sw_near_probability` a uniform near point, else a
-    uniform far point (integer draws only: ``rng.bernoulli`` and ``rng.below``). Every report's
-    probability is ``P/W`` or ``(1 − P)/F`` for any input, so the ratio is at most ``e^ε``
-    exactly. (Uniform 53-bit floats rounded to the grid, as drawn before, gave grid points
-    whose probability ratio exceeded ``e^ε`` by a relative 2.1e-10 at ε = 1: a grid point holds
-    about 2^33 of the floats, ± 1.)
+    uniform far point (integer draws only: ``rng.bernoulli`` and exact uniform integers from
+    random words). Every report's probability is ``P/W`` or ``(1 − P)/F`` for any input, so
+    the ratio is at most ``e^ε`` exactly. (Uniform 53-bit floats rounded to the grid, as drawn
+    before, gave grid points whose probability ratio exceeded ``e^ε`` by a relative 2.1e-10 at
+    ε = 1: a grid point holds about 2^33 of the floats, ± 1.)
     """
     xx = np.asarray(x, dtype=np.float64).reshape(-1)
     if xx.size and (not np.all(np.isfinite(xx)) or xx.min() < 0.0 or xx.max() > 1.0):
@@ -151,7 +165,7 @@ def sw_perturb(
     w, W, F = sw_grid(bb)
     jx = np.rint(xx * _GRID).astype(np.int64)
     near = rng.bernoulli(sw_near_probability(epsilon, bb), size=xx.size)
-    k = rng.below(np.where(near, W, F).astype(np.uint64)).astype(np.int64)
+    k = _uniform_below(rng, np.where(near, W, F))
     # near: j_x − w + k; far: the k-th point outside the window (−w … j_x − w − 1, then
     # j_x + w + 1 … 2^20 + w)
     j = np.where(near, jx - w + k, np.where(k < jx, k - w, k + w + 1))
