@@ -34,7 +34,7 @@ from ..mechanism import check_neighbours
 from ..noise import discrete_laplace_variance
 from ..queries import RangeQuery, Workload
 from .hattree import hat_tree_variance
-from .hierarchical import axis_trees, hierarchical_variance
+from .hierarchical import hierarchical_variance, plan_cube
 from .privelet import choose_plain, privelet_variance
 
 __all__ = ["predict_errors", "recommend", "Recommendation", "MECHANISMS"]
@@ -151,12 +151,20 @@ def recommend(
     options: dict[str, dict[str, Any]] = {}
     if "hierarchical" in rmse:
         b = _bounds(domain, workload)
-        trees = axis_trees(domain, workload=b, neighbours=neighbours)
-        options["hierarchical"] = {
-            "branching": [t.b for t in trees],
-            "level_shares": [[round(x, 4) for x in t.p] for t in trees],
-            "note": "planned for this workload: pass workload= to hierarchical()",
-        }
+        trees, _, dense = plan_cube(domain, workload=b, neighbours=neighbours)
+        if dense is not None:
+            options["hierarchical"] = {
+                "structure": "kronecker",
+                "axes": [d.kind for d in dense],
+                "note": "planned for this workload: pass workload= to hierarchical()",
+            }
+        else:
+            options["hierarchical"] = {
+                "structure": "product of trees",
+                "branching": [t.b for t in trees],
+                "level_shares": [[round(x, 4) for x in t.p] for t in trees],
+                "note": "planned for this workload: pass workload= to hierarchical()",
+            }
     if "hat-tree" in rmse:
         options["hat-tree"] = {
             "note": "planned for this workload: pass workload= to hat_tree() (1-D only)"
