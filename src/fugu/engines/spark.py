@@ -134,7 +134,8 @@ def _refuse_malformed_rows(df: Any, path: str) -> None:
     does. Spark's CSV reader pads a short line with nulls and drops the extra fields of a long
     one, and with column pruning (on by default) it checks a line only against the columns a
     query reads: a histogram over some columns counted such lines silently. One pass that reads
-    every column in ``FAILFAST`` mode finds them."""
+    every column in ``FAILFAST`` mode finds them (10^6 rows of three columns, local[2] on a
+    shared 2-core machine: 2.6-3.1 s of the 10.4-11.1 s ``Histogram.from_file`` takes)."""
     from pyspark.sql import functions as F
 
     cols = [F.col(_quote(c)) for c in df.columns]
