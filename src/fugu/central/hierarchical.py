@@ -1035,10 +1035,15 @@ def _kronecker_release(
     flat: list[str],
 ) -> HierarchicalRelease:
     dom = hist.domain
+    checked = []
     for d in dense:  # the guarantee rests on this; checked on the matrices actually used
-        loss = d.column_loss()
-        if np.any(d.rows < 0) or float(loss.max()) > 1.0 + 1e-9:
-            raise AssertionError(f"a {d.kind} axis has a column loss {loss.max()} above 1")
+        loss = float(d.column_loss().max())
+        if np.any(d.rows < 0) or loss > 1.0 + 1e-9:
+            raise AssertionError(f"a {d.kind} axis has a column loss {loss} above 1")
+        if loss > 1.0:  # rounding in a plan's budgets: scale its shares down to exactly ≤ 1
+            d = treeplan.DenseAxis(d.n, d.kind, d.rows, d.weights / loss, d.info)
+        checked.append(d)
+    dense = checked
     noisy = _kron_measure(hist.counts, dense, eps, delta, source)
     total_known = total_is_public("replace" if delta == 2 else "add-remove", hist)
     n_total = float(np.sum(hist.counts, dtype=np.int64)) if total_known else None
