@@ -241,3 +241,24 @@ def test_aggregate_on_an_engine_equals_in_memory(tmp_path) -> None:  # type: ign
         rel = Release.load(out)
         answers.append(rel.answer({"x": (2, 9), "y": (1, 5)}))
     assert answers[0] == answers[1] == answers[2]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_aggregate_checks_the_ledger_before_reading_reports(
+    users, tmp_path, capsys, suffix
+) -> None:
+    """``aggregate --ledger`` says the reports' ε is charged before they are read: a ledger
+    without room refuses before the report files are opened (a broken second file is not
+    reached). Before, every file was read first and the broken one's error came out."""
+    reports, broken = tmp_path / f"r{suffix}", tmp_path / "broken.parquet"
+    args = ["perturb", "--data", str(users), "-a", "age:0..99,score:0..15", "-m", "grr"]
+    assert run(capsys, "ldp", *args, "-e", "1", "--out", str(reports), "--seed", "1")[0] == 0
+    broken.write_bytes(b"PAR1 not really parquet")
+    ledger = tmp_path / "ldp.json"
+    assert run(capsys, "ledger", "init", str(ledger), "--total", "0.5", "--model", "ldp")[0] == 0
+    code, out, err = run(
+        capsys, "ldp", "aggregate", str(reports), str(broken), "--ledger", str(ledger)
+    )
+    assert code != 0 and "broken" not in err and "0.5" in err, err
+    code, out, err = run(capsys, "ledger", "show", str(ledger))
+    assert code == 0 and "spent 0," in out, out

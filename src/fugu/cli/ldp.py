@@ -377,6 +377,11 @@ def register(cli: click.Group) -> None:
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
         with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
+            if acct is not None:  # the spend must fit before any report is read
+                from ..ldp.checks import _charge_model
+
+                first = _protocol_of(reports[0])
+                _charge_model(acct, first.epsilon, first.name)
             proto, agg = _aggregate(reports, engine, spark_master, quiet or as_json)
             rel = agg.estimate(accountant=acct)  # charged the reports' ε inside the lock
         info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
@@ -432,6 +437,29 @@ def register(cli: click.Group) -> None:
         if bar is not None:
             bar.close()
         return proto, agg
+
+
+def _protocol_of(path: str) -> Any:
+    """The protocol named by a report file's header, read without its reports when the header
+    is in the schema metadata (Parquet, Arrow) or on the first line (JSON lines); any other
+    file is read as ``fugu ldp aggregate`` reads it (with its errors)."""
+    import json
+
+    from ..engines.ldp import read_header
+    from ..ldp import Reports, protocol_from_header
+    from ..ldp.reports import _check_header
+
+    p = Path(path)
+    header = read_header(p) if p.exists() else None
+    if header is None and p.suffix.lower() in (".jsonl", ".json", ".ndjson") and p.exists():
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            try:
+                header = json.loads(fh.readline())
+            except json.JSONDecodeError:
+                header = None
+    if not isinstance(header, dict) or header.get("format") is None:
+        header = Reports.load(p).header()
+    return protocol_from_header(_check_header(header))
 
 
 def _ldp_model(ledger: str | None) -> str:
