@@ -118,6 +118,13 @@ SOURCE = (
     "plan by the exact expected error of the workload (fugu)"
 )
 
+SOURCE_KRONECKER = (
+    "Kronecker products of per-attribute strategies (McKenna, Miklau, Hay, Machanavajjhala, "
+    "HDMM, VLDB 2018: the error of a Kronecker strategy on product workloads factorises); "
+    "per-attribute plans: cells, b-ary trees (Hay et al., VLDB 2010; Qardaji et al., VLDB 2013) "
+    "or fugu's hat tree; chosen by the exact expected error of the workload (fugu)"
+)
+
 #: Cormode et al.'s geometric ratio between consecutive levels' budgets (leaves get the most).
 GEOMETRIC_RATIO = 2.0 ** (1.0 / 3.0)
 
@@ -1062,7 +1069,7 @@ def _kronecker_release(
         mechanism="hierarchical",
         rng=source,
         sensitivity=None,
-        source=SOURCE,
+        source=SOURCE_KRONECKER,
         parameters={
             "structure": "kronecker",
             "axes": [_describe(d) for d in dense],
