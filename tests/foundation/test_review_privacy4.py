@@ -277,6 +277,7 @@ def _clients() -> list[tuple[str, Any, list[int]]]:
     lhio = L.LHIO(_DOM3, 1.0, branching=2, oracle="grr")
     return [
         ("hio adaptive (grr layer)", hio, [0, 1]),
+        ("hio, group drawn on the device", L.HIO(_DOM3, 1.0, branching=4), [-1]),
         ("hio olh", L.HIO(_DOM3, 1.0, branching=2, oracle="olh"), [0, hio.n_groups - 1]),
         ("lhio grr", lhio, [0, len(lhio.groups) - 1]),
         ("lhio oue", L.LHIO(_DOM3, 1.0, branching=2, oracle="oue"), [0]),
@@ -289,12 +290,13 @@ def _clients() -> list[tuple[str, Any, list[int]]]:
     ]
 
 
-@pytest.mark.parametrize("case", range(10))
+@pytest.mark.parametrize("case", range(11))
 def test_whole_wire_report_ratio_is_at_most_e_eps(case: int) -> None:
     """Every field of the row a device sends (group, seed, y or the bit vector), exactly: for
     two records that differ in every attribute, each possible row has probabilities within
     e^ε of each other (relative slack 1e-12 for the final float), and the group a row names is
-    the one the device was given (public). Checked and correct: no field depends on the record
+    the one the device was given (public) or, when none is given, drawn on the device whatever
+    the record. Checked and correct: no field depends on the record
     beyond the randomiser."""
     name, proto, groups = _clients()[case]
     for g in groups:
