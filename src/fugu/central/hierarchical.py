@@ -99,7 +99,7 @@ from ..mechanism import check_neighbours, guarantee, start, total_is_public
 from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
 from ..queries import PrefixSums, RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
-from ..release_state import Array, Meta
+from ..release_state import Array, Custom, Meta
 from . import treeplan
 
 __all__ = [
@@ -827,13 +827,20 @@ class HierarchicalRelease(CubeRelease):
             to_json=lambda fs: [[float(x) for x in f] for f in fs],
         ),
         Meta("total_known", bool, default=False),
-        Meta(
+        # Kronecker axes: written only for Kronecker releases, so tree releases keep the old
+        # file format exactly
+        Custom(
             "dense",
-            list,
-            nullable=True,
-            default=None,
-            convert=lambda ds: [treeplan.DenseAxis.from_dict(d) for d in ds],
-            to_json=lambda ds: [d.to_dict() for d in ds],
+            save=lambda rel: (
+                {},
+                {} if rel.dense is None else {"dense": [d.to_dict() for d in rel.dense]},
+            ),
+            restore=lambda arrays, meta, domain: (
+                None
+                if meta.get("dense") is None
+                else [treeplan.DenseAxis.from_dict(d) for d in meta["dense"]]
+            ),
+            meta=("dense",),
         ),
     )
 
