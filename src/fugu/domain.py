@@ -417,6 +417,12 @@ class Ordinal:
         With ``out_of_domain='drop'`` the dropped rows get code -1.
         """
         arr = _as_array(values, self.name)
+        if arr.dtype.kind in "mMcV":
+            raise InvalidTypeError(
+                f"attribute {self.name!r} is ordinal (numbers) but got values of type "
+                f"{arr.dtype}; convert the column to numbers first (e.g. days since a public "
+                f"date) or declare the attribute Nominal"
+            )
         if arr.dtype.kind in "OUS":
             try:
                 arr = arr.astype(np.float64)

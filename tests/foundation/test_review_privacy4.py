@@ -349,17 +349,14 @@ def test_grid_oue_bit_probability_is_the_samplers(eps: float) -> None:
     assert float((1 - p_true) / p_true) <= math.exp(eps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="domain.py (not owned by this review): Ordinal.encode compares datetime64 values "
-    "with integers and numpy raises UFuncTypeError; fix requested in the review report",
-)
-def test_a_timestamp_column_for_an_ordinal_is_a_fugu_error() -> None:
+@pytest.mark.parametrize("engine", ["numpy", "duckdb"])
+def test_a_timestamp_column_for_an_ordinal_is_a_fugu_error(engine: str) -> None:
     """A date column given for an integer ordinal: the Spark engine refuses it with
-    InvalidTypeError (Spark type timestamp is not numeric), the numpy and DuckDB engines raise
-    numpy's UFuncTypeError from ``arr < self.low`` (not a FuguError; the CLI shows a
-    traceback). Not a privacy bug: the input is refused either way."""
+    InvalidTypeError (Spark type timestamp is not numeric), the numpy and DuckDB engines raised
+    numpy's UFuncTypeError from ``arr < self.low`` (not a FuguError; the CLI showed a
+    traceback). Now InvalidTypeError on every engine. Not a privacy bug: the input was refused
+    either way."""
     dom = fugu.Domain([fugu.Ordinal("x", 0, 4)])
     dates = np.array(["2020-01-01", "2020-01-02"], dtype="datetime64[D]")
-    with pytest.raises(fugu.FuguError):
-        fugu.Histogram.from_records({"x": dates}, dom)
+    with pytest.raises(fugu.errors.InvalidTypeError, match="datetime64"):
+        fugu.Histogram.from_records({"x": dates}, dom, engine=engine)
