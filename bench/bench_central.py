@@ -25,7 +25,7 @@ Run ``python bench/bench_central.py`` (full) or ``python bench/bench_central.py 
     times as ratios to the histogram build, with a profile of where the time goes.
 (h) ``--only pidentity``: an experiment (not a fugu mechanism) showing how far a HDMM-style
     p-Identity strategy gets below H_b on random ranges.
-(i) ``--only hb2d``: 2-D cubes (16x16 … 256x256, 74x16, 100x40), random rectangles, ε = 1:
+(i) ``--only hb2d``: 2-D cubes (16x16 … 512x512, 74x16, 100x40), random rectangles, ε = 1:
     fugu's hierarchical vs Ektelo's 2-D H_b vs fugu's Laplace, exact expected RMSE (H_b's by
     Woodbury, checked against Ektelo's strategy matrix on the smaller grids).
 """
@@ -853,7 +853,8 @@ def main() -> None:
         if part == "pidentity":  # minutes of CPU: only on request
             bench_pidentity(256, 16, 1500)
         if part == "hb2d":  # about 3 minutes of CPU (planning); only on request
-            shapes = [(16, 16), (32, 32), (64, 64), (128, 128), (256, 256), (74, 16), (100, 40)]
+            shapes = [(16, 16), (32, 32), (64, 64), (128, 128), (256, 256), (512, 512)]
+            shapes += [(74, 16), (100, 40)]
             bench_hb2d(shapes, 2000, 10, 4096)
 
 
