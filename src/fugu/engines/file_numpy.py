@@ -69,6 +69,7 @@ def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterat
                 p,
                 read_options=pcsv.ReadOptions(block_size=1 << 24),
                 parse_options=csv_parse_options(),
+                convert_options=csv_convert_options(),
             )
         _check_columns(names, reader.schema.names, p)
         with csv_errors(p):
@@ -93,6 +94,20 @@ def csv_parse_options() -> Any:
     return pcsv.ParseOptions(ignore_empty_lines=False)
 
 
+def csv_convert_options() -> Any:
+    """pyarrow CSV convert options under which an empty field is missing in every column.
+
+    pyarrow reads an empty field of a text column as the label ``""`` (and turns ``NA``,
+    ``NULL``, ``#N/A``… into missing values), so a record with a missing nominal value was
+    counted as the label ``""`` or, under ``out_of_domain="drop"``, dropped. Like the DuckDB
+    engine, only the empty field is missing here, in every column: fugu refuses it as every
+    missing value, and ``NA`` is a label (or, in a number column, a non-numeric value).
+    """
+    import pyarrow.csv as pcsv
+
+    return pcsv.ConvertOptions(strings_can_be_null=True, null_values=[""])
+
+
 @contextmanager
 def csv_errors(path: str | Path) -> Iterator[None]:
     """Turn pyarrow's CSV parse errors into a :class:`FileFormatError` naming the file."""
@@ -112,7 +127,9 @@ def read_csv_table(path: str | Path) -> Any:
     import pyarrow.csv as pcsv
 
     with csv_errors(path):
-        return pcsv.read_csv(path, parse_options=csv_parse_options())
+        return pcsv.read_csv(
+            path, parse_options=csv_parse_options(), convert_options=csv_convert_options()
+        )
 
 
 def _check_columns(names: list[str], have: list[str], path: str | Path) -> None:
