@@ -971,9 +971,15 @@ def _kron_measure(
     (every axis's column loss is at most 1): ε under add/remove (δ = 1), and under replace-one
     (two cells, δ = 2) at most ε/2 + ε/2. The only place where private data meets noise.
     """
-    y = np.asarray(counts, dtype=np.int64)
+    x = np.asarray(counts, dtype=np.int64)
+    bound = float(np.abs(x).sum()) * float(np.prod([max(1, int(d.rows.max())) for d in dense]))
+    exact_float = bound < 2.0**52  # every partial sum is an integer below 2^52: float is exact
+    y: NDArray[Any] = x.astype(np.float64) if exact_float else x
     for ax, d in enumerate(dense):
-        y = np.moveaxis(np.tensordot(d.rows, y, axes=([1], [ax])), 0, ax)
+        rows = d.rows.astype(np.float64) if exact_float else d.rows
+        y = np.moveaxis(np.tensordot(rows, y, axes=([1], [ax])), 0, ax)
+    if exact_float:
+        y = np.rint(y).astype(np.int64)
     scale = delta / (eps * _kron_scales(dense))
     return (y + discrete_laplace(scale, rng=source)).astype(np.float64)
 
