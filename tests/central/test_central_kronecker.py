@@ -270,3 +270,19 @@ def test_kronecker_release_save_load_and_clamp(tmp_path) -> None:  # type: ignor
     )
     clamped = hierarchical(hist, 1.0, strategy="kronecker", nonnegative=True)
     assert clamped.counts.min() >= 0 and clamped.expected_variance_many(w.bounds(dom)) is None
+
+
+def test_measurement_is_exact_on_both_product_paths() -> None:
+    """Small totals take float64 products (exact below 2^52), huge ones exact int64: both equal
+    the products computed with Python integers."""
+    from fugu.central.hierarchical import _kron_products
+
+    dense = _axes()
+    rows0 = dense[0].rows.astype(object)
+    rows1 = dense[1].rows.astype(object)
+    for bump in (0, 2**50):  # 2^50 forces the int64 path
+        x = np.random.default_rng(3).integers(0, 5, size=(40, 5)).astype(object)
+        x[7, 2] += bump
+        ref = rows0.dot(x).dot(rows1.T)
+        got = _kron_products(x.astype(np.int64), dense)
+        assert got.dtype == np.int64 and (got.astype(object) == ref).all()

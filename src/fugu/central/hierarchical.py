@@ -956,6 +956,20 @@ def _kron_scales(dense: list[treeplan.DenseAxis]) -> NDArray[np.float64]:
     return np.asarray(out, dtype=np.float64)
 
 
+def _kron_products(counts: NDArray[Any], dense: list[treeplan.DenseAxis]) -> NDArray[np.int64]:
+    """The exact integer sums (A_1 ⊗ … ⊗ A_d)·x: float64 BLAS products when every partial sum
+    is an integer below 2^52 (bound: total count × the product of the rows' largest entries;
+    all entries are non-negative), exact int64 products otherwise."""
+    x = np.asarray(counts, dtype=np.int64)
+    bound = float(np.abs(x).sum()) * float(np.prod([max(1, int(d.rows.max())) for d in dense]))
+    exact_float = bound < 2.0**52
+    y: NDArray[Any] = x.astype(np.float64) if exact_float else x
+    for ax, d in enumerate(dense):
+        rows = d.rows.astype(np.float64) if exact_float else d.rows
+        y = np.moveaxis(np.tensordot(rows, y, axes=([1], [ax])), 0, ax)
+    return np.rint(y).astype(np.int64) if exact_float else np.asarray(y, dtype=np.int64)
+
+
 def _kron_measure(
     counts: NDArray[Any],
     dense: list[treeplan.DenseAxis],
@@ -971,15 +985,7 @@ def _kron_measure(
     (every axis's column loss is at most 1): ε under add/remove (δ = 1), and under replace-one
     (two cells, δ = 2) at most ε/2 + ε/2. The only place where private data meets noise.
     """
-    x = np.asarray(counts, dtype=np.int64)
-    bound = float(np.abs(x).sum()) * float(np.prod([max(1, int(d.rows.max())) for d in dense]))
-    exact_float = bound < 2.0**52  # every partial sum is an integer below 2^52: float is exact
-    y: NDArray[Any] = x.astype(np.float64) if exact_float else x
-    for ax, d in enumerate(dense):
-        rows = d.rows.astype(np.float64) if exact_float else d.rows
-        y = np.moveaxis(np.tensordot(rows, y, axes=([1], [ax])), 0, ax)
-    if exact_float:
-        y = np.rint(y).astype(np.int64)
+    y = _kron_products(counts, dense)
     scale = delta / (eps * _kron_scales(dense))
     return (y + discrete_laplace(scale, rng=source)).astype(np.float64)
 
