@@ -133,7 +133,7 @@ class GridProtocol(LDPProtocol):
         attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does;
         ``"auto"`` (default) averages the two with a weight on "full" that falls from 1 to 0
         (linear in the logarithm) as the predicted noise of one 2-D cell (standard deviation
-        from ε and the group sizes, public) rises from 0.8 % to 3.5 % of n for HDG, from 0.35 %
+        from ε and the group sizes, public) rises from 1 % to 3.5 % of n for HDG, from 0.35 %
         to 0.6 % for TDG (:func:`auto_weight`); for HDG it is also multiplied by a factor from
         the release's cut-cell error (:func:`~fugu.ldp.grid_release.cut_error`, read from the
         released grids: post-processing). With exact 2-D answers "full" is 5× more accurate,
