@@ -181,3 +181,32 @@ def test_ledger_ties_blowfish_releases_to_one_policy(
         capsys, "release", "--attributes", "age", "--epsilon", "0.1", "--ledger", str(ledger)
     )
     assert code == 2 and "cannot be charged" in err
+
+
+@pytest.mark.parametrize("strategy", ["trees", "kronecker"])
+def test_hierarchical_strategy_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], strategy: str
+) -> None:
+    """``-o strategy=`` reaches fugu.central.hierarchical (it was refused as an unknown option)."""
+    code, out, _ = run(
+        capsys,
+        "release",
+        "--data",
+        "adult",
+        "--attributes",
+        "age,hours_per_week",
+        "--mechanism",
+        "hierarchical",
+        "-o",
+        f"strategy={strategy}",
+        "--epsilon",
+        "1",
+        "--seed",
+        "1",
+        "--out",
+        str(tmp_path / "h.npz"),
+        "--json",
+    )
+    assert code == 0
+    structure = json.loads(out)["guarantee"]["parameters"]["structure"]
+    assert strategy[:4] in json.dumps(structure).lower()

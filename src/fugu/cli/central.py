@@ -44,6 +44,7 @@ def _hierarchical(
         nonnegative=_bool(options, "nonnegative", False),
         flat=[f for f in str(options["flat"]).split(",") if f] if options.get("flat") else None,
         neighbours=options.get("neighbours", "replace"),
+        strategy=options.get("strategy", "auto"),
         rng=rng,
         accountant=accountant,
     )
@@ -109,8 +110,9 @@ register_mechanism(
         _hierarchical,
         "central-dp",
         "b-ary trees + least squares (--branching B, -o budget=uniform, "
-        "-o consistency=false, -o nonnegative=true, -o flat=sex)",
-        options=("branching", "budget", "consistency", "nonnegative", "flat"),
+        "-o consistency=false, -o nonnegative=true, -o flat=sex; cubes: "
+        "-o strategy=auto|trees|kronecker)",
+        options=("branching", "budget", "consistency", "nonnegative", "flat", "strategy"),
     )
 )
 register_mechanism(
