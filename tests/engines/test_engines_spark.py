@@ -135,6 +135,16 @@ def test_missing_column_and_wrong_type(layouts: dict[str, Any]) -> None:
         spark_engine.histogram(wrong, DOM)
 
 
+def test_repeated_column_name_is_refused(layouts: dict[str, Any]) -> None:
+    """A DataFrame with two columns named 'age' (or 'Age' and 'age': Spark matches names ignoring
+    case) raised pyspark's AnalysisException [AMBIGUOUS_REFERENCE]; now the DomainError the
+    numpy and DuckDB engines give."""
+    df = layouts["many"]
+    dup = df.select("age", "job", "gain", df["age"].alias("Age"))
+    with pytest.raises(fugu.DomainError, match="column names of the Spark DataFrame repeat"):
+        spark_engine.histogram(dup, DOM)
+
+
 @pytest.mark.parametrize("method", ["jvm", "arrow"])
 def test_out_of_domain_on_executor_names_partition_and_column(spark: Any, method: str) -> None:
     bad = {k: v.copy() for k, v in DATA.items()}

@@ -52,7 +52,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
-from .numpy_engine import CHUNK_ROWS, columns_of
+from .numpy_engine import CHUNK_ROWS, check_unique_columns, columns_of
 from .partial_core import DomainKey, Partial, _as_partial, _CountPartial, add_partials
 
 __all__ = [
@@ -237,6 +237,8 @@ def _check_columns(df: Any, columns: Sequence[str]) -> None:
             f"the Spark DataFrame lacks the column(s) {missing}; it has {have[:20]}. Rename the "
             f"columns or change the domain / key"
         )
+    # Spark resolves column names ignoring case by default (spark.sql.caseSensitive=false)
+    check_unique_columns(columns, have, where="the Spark DataFrame", fold_case=True)
 
 
 # -- per-partition partials (mapInArrow) ----------------------------------------------------------
