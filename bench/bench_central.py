@@ -459,8 +459,9 @@ print(sens, np.mean(mse), np.std(mse) / np.sqrt(reps))
 """
 
 
-def _ektelo_hb(x: Any, bounds: Any, truth: Any, reps: int) -> tuple[float, float, float] | None:
-    """Run Ektelo's H_b plan in the peers venv; (sensitivity, MSE, SE of the MSE) or None."""
+def _run_ektelo(script: str, what: str, **arrays: Any) -> list[float] | None:
+    """Run ``script`` (reading one .npz of ``arrays``) in the peers venv with Ektelo on the path;
+    the numbers it prints, or None when the peer is absent or the run fails."""
     import os
     import subprocess
     import tempfile
@@ -469,20 +470,27 @@ def _ektelo_hb(x: Any, bounds: Any, truth: Any, reps: int) -> tuple[float, float
         return None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "in.npz")
-        np.savez(path, x=x, bounds=bounds, truth=truth, reps=reps)
+        np.savez(path, **arrays)
         env = dict(os.environ, PYTHONPATH=EKTELO_SRC, OMP_NUM_THREADS="1")
         try:
             out = subprocess.run(
-                [PEER_PY, "-c", _EKTELO_SCRIPT, path],
+                [PEER_PY, "-c", script, path],
                 capture_output=True,
                 text=True,
                 env=env,
                 timeout=1800,
                 check=True,
             ).stdout.split()
-        except (subprocess.SubprocessError, OSError):
+        except (subprocess.SubprocessError, OSError) as exc:
+            print(f"  (Ektelo {what} run failed: {exc})")
             return None
-    return float(out[0]), float(out[1]), float(out[2])
+    return [float(v) for v in out]
+
+
+def _ektelo_hb(x: Any, bounds: Any, truth: Any, reps: int) -> tuple[float, float, float] | None:
+    """Run Ektelo's H_b plan in the peers venv; (sensitivity, MSE, SE of the MSE) or None."""
+    out = _run_ektelo(_EKTELO_SCRIPT, "1-D", x=x, bounds=bounds, truth=truth, reps=reps)
+    return None if out is None else (out[0], out[1], out[2])
 
 
 def bench_hb(sizes: list[int], reps: int, n_queries: int) -> None:
@@ -739,29 +747,10 @@ def _ektelo_hb_nd(
 ) -> tuple[float, float, float, float] | None:
     """Ektelo's H_b on a 2-D grid in the peers venv: (sensitivity, exact MSE from its strategy
     matrix (nan unless ``exact``), measured MSE over ``reps`` releases, its SE) or None."""
-    import os
-    import subprocess
-    import tempfile
-
-    if not (os.path.exists(PEER_PY) and os.path.isdir(EKTELO_SRC)):
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "in.npz")
-        np.savez(path, x=x, bounds=bounds, truth=truth, reps=reps, exact=int(exact))
-        env = dict(os.environ, PYTHONPATH=EKTELO_SRC, OMP_NUM_THREADS="1")
-        try:
-            out = subprocess.run(
-                [PEER_PY, "-c", _EKTELO_ND_SCRIPT, path],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=1800,
-                check=True,
-            ).stdout.split()
-        except (subprocess.SubprocessError, OSError) as exc:
-            print(f"  (Ektelo 2-D run failed: {exc})")
-            return None
-    return float(out[0]), float(out[1]), float(out[2]), float(out[3])
+    out = _run_ektelo(
+        _EKTELO_ND_SCRIPT, "2-D", x=x, bounds=bounds, truth=truth, reps=reps, exact=int(exact)
+    )
+    return None if out is None else (out[0], out[1], out[2], out[3])
 
 
 def bench_hb2d(shapes: list[tuple[int, int]], n_queries: int, reps: int, ektelo_max: int) -> None:
