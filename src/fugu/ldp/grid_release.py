@@ -77,7 +77,9 @@ def _log_ramp(x: float, hi: float, lo: float) -> float:
     return float(min(1.0, max(0.0, math.log(hi / x) / math.log(hi / lo))))
 
 
-def auto_weight(noise: float, method: str = "hdg", cut: float | None = None) -> float:
+def auto_weight(
+    noise: float, method: str = "hdg", cut: float | None = None, boxes: int | None = None
+) -> float:
     """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in").
 
     From the predicted noise standard deviation of one 2-D cell as a fraction of n (public: ε
@@ -85,16 +87,24 @@ def auto_weight(noise: float, method: str = "hdg", cut: float | None = None) -> 
     :data:`AUTO_NOISE`); for HDG also from the release's cut-cell error ``cut``
     (:func:`cut_error`, read from the released grids; thresholds :data:`AUTO_CUT`), which
     multiplies the weight. ``cut=None`` (or TDG, which has no 1-D grids) leaves the noise rule
-    alone.
+    alone. ``boxes``: the most boxes per attribute of the 2-D grids (public); TDG with 2 × 2
+    boxes gets weight 1 whatever the noise. There both estimators are close to the uniform guess
+    (MAE 0.19–0.47 of n at ω = 0.5) and "full", which also fits the 1-D in-fractions of the
+    two-box margins, was as good or better in all 20 such cells measured (n = 6·10^4: 12 cells,
+    0.0–2.0 % better; n = 10^6, twelve releases: 8 cells, 0.0–2.0 %).
 
     >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0187, 0.010, 0.002)]
     [0.0, 0.0, 0.5, 1.0, 1.0]
     >>> [round(auto_weight(s, "tdg"), 2) for s in (0.007, 0.00458, 0.003)]
     [0.0, 0.5, 1.0]
+    >>> auto_weight(0.04, "tdg", boxes=2), auto_weight(0.04, "tdg", boxes=4)
+    (1.0, 0.0)
     >>> [round(auto_weight(0.004, "hdg", cut=k), 2) for k in (0.009, 0.0183, 0.033)]
     [1.0, 0.5, 0.0]
     """
     m = method.lower()
+    if m == "tdg" and boxes is not None and boxes <= 2:
+        return 1.0
     hi, lo = AUTO_NOISE.get(m, AUTO_NOISE["hdg"])
     w = _log_ramp(noise, hi, lo)
     if cut is not None and m != "tdg":
@@ -330,7 +340,8 @@ class GridRelease(Release):
         ``"auto"``)."""
         if self.estimator != "auto":
             return 1.0 if self.estimator == "full" else 0.0
-        return auto_weight(self.cell_noise, self.method, self.cut_error)
+        boxes = max((max(g.counts.shape) for g in self._pair.values()), default=None)
+        return auto_weight(self.cell_noise, self.method, self.cut_error, boxes)
 
     def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
         if key not in self._ps:
