@@ -90,8 +90,8 @@ def auto_weight(
     alone. ``boxes``: the most boxes per attribute of the 2-D grids (public); TDG with 2 × 2
     boxes gets weight 1 whatever the noise. There both estimators are close to the uniform guess
     (MAE 0.19–0.47 of n at ω = 0.5) and "full", which also fits the 1-D in-fractions of the
-    two-box margins, was as good or better in all 20 such cells measured (n = 6·10^4: 12 cells,
-    0.0–2.0 % better; n = 10^6, twelve releases: 8 cells, 0.0–2.0 %).
+    two-box margins, was as good or better in all 24 such cells measured (n = 6·10^4: 12 cells,
+    0.0–2.0 % better; n = 10^6, twelve releases: 12 cells, 0.0–2.0 %).
 
     >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0187, 0.010, 0.002)]
     [0.0, 0.0, 0.5, 1.0, 1.0]
