@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import fugu
+from fugu.central import hatplan as P
 from fugu.central import hattree as H
 from fugu.central.hierarchical import hierarchical_variance
 from fugu.errors import FuguError, InvalidParameterError
@@ -133,20 +134,20 @@ def test_chosen_plan_never_worse_than_the_rule(n: int, neighbours: str) -> None:
     lo, hi = H._sample(n)
     tk = neighbours == "replace"
     plan = H.plan_hat_tree(n, neighbours=neighbours)
-    st = (1, *H.strides_for(n, 16))
+    st = (1, *P.strides_for(n, 16))
     rule_shares = tuple([1.0 / len(st)] * len(st))
     if plan.graded:  # compared exactly (discrete Laplace) with the hat plans it replaced
-        got = H._exact_score(plan, lo, hi, neighbours)
-        hats = H._search(n, H.FANOUTS, lo, hi, tk)[0]
-        assert got < H._exact_score(hats, lo, hi, neighbours)
-        rule = H._exact_score(H.HatPlan(n, st, rule_shares, 16, "rule"), lo, hi, neighbours)
-        ident = H._exact_score(H.HatPlan(n, (1,), (1.0,), 16, "identity"), lo, hi, neighbours)
+        got = P._exact_score(plan, lo, hi, neighbours)
+        hats = P._search(n, P.FANOUTS, lo, hi, tk)[0]
+        assert got < P._exact_score(hats, lo, hi, neighbours)
+        rule = P._exact_score(H.HatPlan(n, st, rule_shares, 16, "rule"), lo, hi, neighbours)
+        ident = P._exact_score(H.HatPlan(n, (1,), (1.0,), 16, "identity"), lo, hi, neighbours)
         assert got <= rule and got <= ident
         return
-    rule = H._score(n, st, rule_shares, lo, hi, tk)
-    got = H._score(n, plan.strides, plan.shares, lo, hi, tk)
+    rule = P._score(n, st, rule_shares, lo, hi, tk)
+    got = P._score(n, plan.strides, plan.shares, lo, hi, tk)
     assert got <= rule * (1 + 1e-12)
-    assert got <= H._score(n, (1,), (1.0,), lo, hi, tk) * (1 + 1e-12)
+    assert got <= P._score(n, (1,), (1.0,), lo, hi, tk) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("neighbours", ["replace", "add-remove"])
@@ -208,7 +209,7 @@ def _hb_exact_full_256() -> float:
     n = 256
     assert fugu.central.qardaji_branching(n) == 16
     a = np.vstack([np.eye(n), np.kron(np.eye(16), np.ones((1, 16)))])
-    return float(np.sqrt(8.0 * np.sum(H._default_gram(n) * np.linalg.inv(a.T @ a))))
+    return float(np.sqrt(8.0 * np.sum(P._default_gram(n) * np.linalg.inv(a.T @ a))))
 
 
 def test_graded_plan_beats_hb_by_ten_percent_at_256() -> None:
@@ -222,7 +223,7 @@ def test_graded_plan_beats_hb_by_ten_percent_at_256() -> None:
     plan = H.plan_hat_tree(n, neighbours="add-remove")
     assert plan.choice == "graded" and plan.graded
     sysm = H._system_for(plan, H._level_variances(plan, 1.0, 1))
-    full = float(np.sqrt(np.sum(H._default_gram(n) * sysm.xinv)))  # type: ignore[union-attr]
+    full = float(np.sqrt(np.sum(P._default_gram(n) * sysm.xinv)))  # type: ignore[union-attr]
     assert full / hb <= 0.900, full / hb
     # the same through the public API on every range of the distribution
     u, v = np.triu_indices(n)
@@ -241,10 +242,10 @@ def test_plan_never_worse_than_hat_levels_or_tree(n: int, neighbours: str) -> No
     the graded candidate existed); with strategy="auto" the release is at most the tree's too."""
     lo, hi = H._sample(n)
     plan = H.plan_hat_tree(n, neighbours=neighbours)
-    hats = H._search(n, H.FANOUTS, lo, hi, neighbours == "replace")[0]
-    got = H._exact_score(plan, lo, hi, neighbours)
-    assert got <= H._exact_score(hats, lo, hi, neighbours) * (1 + 1e-12)
-    assert not plan.graded or H.GRADED_MIN <= n <= H.GRADED_MAX
+    hats = P._search(n, P.FANOUTS, lo, hi, neighbours == "replace")[0]
+    got = P._exact_score(plan, lo, hi, neighbours)
+    assert got <= P._exact_score(hats, lo, hi, neighbours) * (1 + 1e-12)
+    assert not plan.graded or P.GRADED_MIN <= n <= P.GRADED_MAX
     b = np.stack([lo, hi], axis=1)[:, None, :]
     tree = float(np.mean(hierarchical_variance(_dom(n), b, 1.0, neighbours=neighbours)))
     hist = fugu.Histogram(np.arange(n) % 5, _dom(n))
@@ -252,7 +253,7 @@ def test_plan_never_worse_than_hat_levels_or_tree(n: int, neighbours: str) -> No
         hist, 1.0, strategy="auto", neighbours=neighbours, rng=fugu.RandomSource(seed=0)
     )
     auto = float(np.mean(rel.expected_variance_many(b)))  # type: ignore[attr-defined]
-    assert auto <= min(tree, H._exact_score(hats, lo, hi, neighbours)) * (1 + 1e-9)
+    assert auto <= min(tree, P._exact_score(hats, lo, hi, neighbours)) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("n", [64, 256])
@@ -360,8 +361,8 @@ def test_graded_objective_value_and_gradient(tiny: bool) -> None:
     z = rng.uniform(0.2, 1.0, n + n * p)
     if tiny:
         z[5] = 1e-8
-    g = H._default_gram(n)
-    f, grad = H._graded_objective(z, n, p, g)
+    g = P._default_gram(n)
+    f, grad = P._graded_objective(z, n, p, g)
     c, t = z[:n], z[n:].reshape(p, n)
     u = c + t.sum(0)
     d, tn = c / u, t / u
@@ -372,7 +373,7 @@ def test_graded_objective_value_and_gradient(tiny: bool) -> None:
         zp, zm = z.copy(), z.copy()
         zp[i] += h
         zm[i] -= h
-        fd = (H._graded_objective(zp, n, p, g)[0] - H._graded_objective(zm, n, p, g)[0]) / (2 * h)
+        fd = (P._graded_objective(zp, n, p, g)[0] - P._graded_objective(zm, n, p, g)[0]) / (2 * h)
         assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-9 * abs(f))
 
 
@@ -380,15 +381,15 @@ def test_graded_trace_and_determinism() -> None:
     """The α grid's Woodbury trace equals the dense one; the derivation has no randomness (the
     same public inputs give the same plan); fanout= or shares= never give a graded plan."""
     n = 48
-    g = H._default_gram(n)
+    g = P._default_gram(n)
     rng = np.random.default_rng(1)
     r = rng.integers(0, 300, size=(3, n))
     cv = rng.uniform(1.0, 4.0, n)
     x = np.diag(1 / cv) + r.T @ r / 5000.0
-    assert H._graded_trace(g, r, cv, 5000.0) == pytest.approx(
+    assert P._graded_trace(g, r, cv, 5000.0) == pytest.approx(
         float(np.sum(g * np.linalg.inv(x))), rel=1e-9
     )
-    assert H._graded_from_gram(n, g) == H._graded_from_gram(n, g)
+    assert P._graded_from_gram(n, g) == P._graded_from_gram(n, g)
     assert not H.plan_hat_tree(256, fanout=16, neighbours="add-remove").graded
     assert not H.plan_hat_tree(256, shares=[1, 1], neighbours="add-remove").graded
 
@@ -417,11 +418,11 @@ def test_graded_plan_for_a_workload() -> None:
     w = fugu.queries.random_workload(dom, 300, seed=2)
     b = w.bounds(dom)
     plan = H.plan_hat_tree(n, neighbours="add-remove", workload=(b[:, 0, 0], b[:, 0, 1]))
-    hats = H._search(n, H.FANOUTS, b[:, 0, 0], b[:, 0, 1], False)[0]
-    assert H._exact_score(plan, b[:, 0, 0], b[:, 0, 1], "add-remove") <= H._exact_score(
+    hats = P._search(n, P.FANOUTS, b[:, 0, 0], b[:, 0, 1], False)[0]
+    assert P._exact_score(plan, b[:, 0, 0], b[:, 0, 1], "add-remove") <= P._exact_score(
         hats, b[:, 0, 0], b[:, 0, 1], "add-remove"
     )
-    g = H._workload_gram(n, b[:, 0, 0], b[:, 0, 1])
+    g = P._workload_gram(n, b[:, 0, 0], b[:, 0, 1])
     wm = (np.arange(n)[None, :] >= b[:, 0, :1]) & (np.arange(n)[None, :] < b[:, 0, 1:])
     np.testing.assert_allclose(g, wm.T.astype(float) @ wm / len(b), atol=1e-12)
 
@@ -490,7 +491,7 @@ GPLAN8 = H.HatPlan(
     "graded",
     R8,
     8.0,
-    tuple(float(v) for v in H._graded_budgets(np.asarray(R8), 8.0)),
+    tuple(float(v) for v in P._graded_budgets(np.asarray(R8), 8.0)),
 )
 # replace-one: cell 0 -> cell 4 (rows change by 8 in L1: the largest move, loss exactly ε)
 GR2 = fugu.Histogram(np.array([2, 0, 0, 0, 1, 0, 0, 0]), DOM8)

@@ -267,10 +267,10 @@ def test_threadpoolctl_is_not_imported_by_import_fugu_but_limits_blas_when_used(
     import sys
 
     code = (
-        "import json, sys, fugu, fugu.central; from fugu.central import hattree; "
+        "import json, sys, fugu, fugu.central; from fugu.central import hatplan; "
         "before = 'threadpoolctl' in sys.modules\n"
         "from threadpoolctl import threadpool_info\n"
-        "with hattree._one_blas_thread():\n"
+        "with hatplan._one_blas_thread():\n"
         "    inside = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
         "print(json.dumps([before, inside]))"
     )

@@ -131,7 +131,7 @@ def test_general_recursive_non_monotone_query_breaks_lemma_7() -> None:
     mechanism's own sequences give the same j on both sides, so Δ̂ has the same distribution,
     but X(D1) = 4·Δ̂ and X(D2) = 0 (exact, every Δ̂ ≤ 250): the answer's noise Lap(Δ̂/ε2) then
     leaves a loss of 4·ε2 = 2.0 at ε = 1 (split 1/2) — twice the stated ε."""
-    params = fugu.graph.RecursiveParameters.make(1.0, tolerance=0.0)
+    params = fugu.graph.RecursiveParameters.make(1.0, tolerance=0.0, exact_values=True)
     q1, q2 = _not_monotone(4)
     (h1, j1), (h2, j2) = REC.general_sequences(q1, 4, params), REC.general_sequences(q2, 5, params)
     assert j1 == j2
@@ -364,7 +364,7 @@ def test_general_recursive_refuses_repeated_participants() -> None:
     database {a} and its neighbour ∅ get the same j (G_4 = 1 ≤ θ), but X({a}) = min(4·Δ̂, 1)
     against 0, so whenever Δ̂ ≤ 1/4 (probability ≈ 1.3e-3 at ε = 1, μ = 1) the loss is
     4·ε2 = 2.0 at a stated ε = 1. Repeated participants are refused."""
-    params = fugu.graph.RecursiveParameters.make(1.0, tolerance=0.0)
+    params = fugu.graph.RecursiveParameters.make(1.0, tolerance=0.0, exact_values=True)
     q = np.array([0.0] + [1.0] * 15)  # len(frozenset of the chosen copies of "a")
     h, j = REC.general_sequences(q, 4, params)
     assert j == REC.general_sequences(np.zeros(1), 0, params)[1] == 0

@@ -41,7 +41,7 @@ inputs only (domain, workload, neighbour relation).
 Kronecker structure (cubes). With two or more attributes with trees, ``strategy="auto"``
 (default) also plans the **Kronecker product of per-axis strategies**: each axis i gets one
 dense strategy — its cells, a b-ary tree, or the hat tree's 1-D plan
-(:func:`fugu.central.hattree.plan_hat_tree`, add/remove, random ranges: graded rows or hat
+(:func:`fugu.central.hatplan.plan_hat_tree`, add/remove, random ranges: graded rows or hat
 levels) — as non-negative integer rows A_i with ε-shares w_i (column loss Σ_r w_i[r]·A_i[r, j]
 ≤ 1 for every cell j, checked on the matrices used). The cube measures the integer sums
 (A_1 ⊗ … ⊗ A_d)·x; combination r = (r_1, …, r_d) gets exact discrete Laplace noise of scale
@@ -491,7 +491,7 @@ def _axis_candidates(
     """Per-axis dense strategies: the cells; the planned and the rule tree; for an ordered axis
     of 3 … KRON_MAX_AXIS cells the hat tree's plan for random ranges (add/remove: the per-axis
     error of a Kronecker strategy multiplies, so each axis's best 1-D plan is the best factor)."""
-    from .hattree import plan_hat_tree
+    from .hatplan import plan_hat_tree
 
     n = attr.size
     out = [treeplan.dense_identity(n)]

@@ -403,10 +403,10 @@ def dense_tree(n: int, b: int, h: int, shares: Any) -> DenseAxis:
 
 
 def dense_hats(plan: Any) -> DenseAxis:
-    """The hat tree's 1-D plan (:class:`fugu.central.hattree.HatPlan`) as rows and shares:
+    """The hat tree's 1-D plan (:class:`fugu.central.hatplan.HatPlan`) as rows and shares:
     graded plans — every cell with its own share d_j, the integer rows R with 1/B each; hat
     levels — level k's integer hat sums (column L1 norm w_k) with share s_k/w_k each."""
-    from .hattree import hat_matrix
+    from .hatplan import hat_matrix
 
     n = int(plan.n)
     if plan.graded:
