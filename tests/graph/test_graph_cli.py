@@ -95,6 +95,9 @@ def test_cli_smooth_baseline_and_solver_choice(capsys) -> None:
     rc = main([*base, "--pattern", "2-star", "--unit", "edge", "--mechanism", "smooth"])
     assert rc != 0
     assert "--pattern triangle --unit edge" in capsys.readouterr().err
+    # the alias "Triangles" names the same pattern (it was refused: the check compared strings)
+    rc = main([*base, "--pattern", "Triangles", "--unit", "edge", "--mechanism", "smooth"])
+    assert rc == 0 and "smooth" in json.loads(capsys.readouterr().out)["guarantee"]["mechanism"]
     # both LP solvers release under the same guarantee (seeded: same noise draws)
     vals = []
     for solver in ("clarabel", "highs-ipm"):

@@ -216,12 +216,16 @@ def register(cli: click.Group) -> None:
                 f"Karwa et al.'s counts are edge-private, got --unit {unit}; use --unit edge",
                 param_hint="--mechanism",
             )
-        if k is not None and pattern.strip().lower() in ("triangle", "edge"):
+        from ..graph.patterns import PATTERN_ALIASES
+
+        canonical = pattern.strip().lower()
+        canonical = PATTERN_ALIASES.get(canonical, canonical)
+        if k is not None and canonical in ("triangle", "edge"):
             raise click.UsageError(
                 f"-k has no effect with --pattern {pattern} (it sizes k-star, k-triangle, path, "
                 f"cycle and k-clique)"
             )
-        if mechanism == "smooth" and (pattern != "triangle" or unit != "edge"):
+        if mechanism == "smooth" and (canonical != "triangle" or unit != "edge"):
             raise click.BadParameter(
                 f"the smooth-sensitivity baseline counts triangles under edge privacy, got "
                 f"--pattern {pattern} --unit {unit}; use --pattern triangle --unit edge or "

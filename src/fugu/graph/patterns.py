@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 PATTERNS = ("edge", "triangle", "k-star", "k-triangle", "path", "cycle", "k-clique")
-_ALIASES = {
+#: Other spellings of the pattern names (the CLI's checks read them too).
+PATTERN_ALIASES = {
     "edges": "edge",
     "triangles": "triangle",
     "star": "k-star",
@@ -258,7 +259,7 @@ def pattern_graph(pattern: str, k: int | None = None) -> nx.Graph:
 
 
 def _normalise(pattern: str, k: int | None) -> tuple[str, int]:
-    name = _ALIASES.get(pattern.lower().strip(), pattern.lower().strip())
+    name = PATTERN_ALIASES.get(pattern.lower().strip(), pattern.lower().strip())
     # "2-star", "3-clique", "4-cycle", "2-triangle", "3-path"
     if name not in PATTERNS and "-" in name:
         head, _, tail = name.partition("-")
