@@ -59,7 +59,7 @@ from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import check_neighbours, guarantee, start, total_is_public
-from ..noise import GridNoise, RandomSource, grid_laplace
+from ..noise import GRID_MAX_UNITS, GridNoise, RandomSource, grid_laplace
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta
@@ -344,6 +344,31 @@ def noise_coefficients(
     return info
 
 
+def check_grid_range(hist: Histogram, sens: float, max_changed: int, n_coef: int) -> None:
+    """Refuse, before any budget is spent, a histogram whose coefficients could leave the noise
+    grid's range (:func:`fugu.noise.grid_laplace` accepts |value| ≤ 2**62 grid units).
+
+    Every weighted coefficient W(c)·c is at most the total count in magnitude (each record moves
+    it by at most 1: the all-base coefficient is n), and the grid γ depends only on the public
+    (sensitivity, max_changed), so the bound n·(1 + 2^-20) ≤ 2^62·γ keeps the sampler's range
+    check from ever failing. Without it, that check raised after the accountant was charged, on
+    the data's size: under add/remove, n = 2^49 released and its neighbour n = 2^49 + 1 raised
+    an error printing the value (a 10-value nominal attribute, γ = 2^-13).
+    """
+    if sens <= 0:
+        return
+    m = max(1, min(int(max_changed), int(n_coef)))
+    gamma = math.ldexp(1.0, math.floor(math.log2(sens / m)) - 10)
+    limit = GRID_MAX_UNITS * gamma * (1.0 - 2.0**-20)
+    total = float(np.abs(np.asarray(hist.counts, dtype=np.float64)).sum())
+    if total > limit:
+        raise InvalidParameterError(
+            f"hist: Privelet's noise grid for this domain ({gamma:g}, sensitivity {sens:g}) "
+            f"holds histograms of at most {limit:.6g} records, and this one has more; count in "
+            f"larger units (e.g. thousands) or use fugu.central.laplace / hierarchical"
+        )
+
+
 def privelet(
     hist: Histogram,
     epsilon: float,
@@ -398,6 +423,8 @@ def privelet(
     total_public = total_is_public(neighbours, hist)
     exact_base = public_base(transforms, neighbours, total_public)
     sens = coefficient_sensitivity(transforms, neighbours, total_public)
+    n_coef = int(np.prod([t.n_coef for t in transforms]))
+    check_grid_range(hist, sens, _max_changed(transforms, delta), n_coef)
     eps, source = start(epsilon, rng, accountant, "privelet cube", neighbours=neighbours)
     coef = np.ascontiguousarray(hn_forward(hist.counts.astype(np.float64), transforms))
     weights = hn_weights(transforms)
