@@ -956,18 +956,42 @@ def _kron_scales(dense: list[treeplan.DenseAxis]) -> NDArray[np.float64]:
     return np.asarray(out, dtype=np.float64)
 
 
-def _kron_products(counts: NDArray[Any], dense: list[treeplan.DenseAxis]) -> NDArray[np.int64]:
+def _kron_products(counts: NDArray[Any], dense: list[treeplan.DenseAxis]) -> NDArray[Any]:
     """The exact integer sums (A_1 ⊗ … ⊗ A_d)·x: float64 BLAS products when every partial sum
     is an integer below 2^52 (bound: total count × the product of the rows' largest entries;
-    all entries are non-negative), exact int64 products otherwise."""
+    all entries are non-negative), int64 products below 2^62, and beyond that (a graded axis
+    has entries near 500, so three of them overflow int64 from about 8e10 records) the counts
+    split into base-2^k digits whose products are exact in int64, recombined as Python integers
+    (an object array). Before, the int64 products wrapped silently: 1e11 records in one cell
+    of a 32³ cube released a total of −3.9e10, and one record could move a sum by 2^64."""
     x = np.asarray(counts, dtype=np.int64)
-    bound = float(np.abs(x).sum()) * float(np.prod([max(1, int(d.rows.max())) for d in dense]))
-    exact_float = bound < 2.0**52
-    y: NDArray[Any] = x.astype(np.float64) if exact_float else x
-    for ax, d in enumerate(dense):
-        rows = d.rows.astype(np.float64) if exact_float else d.rows
-        y = np.moveaxis(np.tensordot(rows, y, axes=([1], [ax])), 0, ax)
-    return np.rint(y).astype(np.int64) if exact_float else np.asarray(y, dtype=np.int64)
+    pmax = float(np.prod([max(1, int(d.rows.max())) for d in dense]))
+    bound = float(np.abs(x).sum()) * pmax
+    if bound < 2.0**62:
+        exact_float = bound < 2.0**52
+        y: NDArray[Any] = x.astype(np.float64) if exact_float else x
+        for ax, d in enumerate(dense):
+            rows = d.rows.astype(np.float64) if exact_float else d.rows
+            y = np.moveaxis(np.tensordot(rows, y, axes=([1], [ax])), 0, ax)
+        return np.rint(y).astype(np.int64) if exact_float else np.asarray(y, dtype=np.int64)
+    if np.any(x < 0):  # pragma: no cover - histograms hold non-negative counts
+        raise InvalidParameterError("internal error: negative counts in a Kronecker product")
+    # digits below 2^k: every digit product is at most size·(2^k − 1)·pmax < 2^62
+    k = int(math.floor(62 - math.log2(max(1, x.size)) - math.log2(pmax))) - 1
+    if k < 1:  # pragma: no cover - KRON_MAX_CELLS and the row entries keep k >= 1
+        out = x.astype(object)
+        for ax, d in enumerate(dense):
+            out = np.moveaxis(np.tensordot(d.rows.astype(object), out, axes=([1], [ax])), 0, ax)
+        return out
+    total: NDArray[Any] | None = None
+    rest, shift = x.copy(), 0
+    while np.any(rest):
+        part = _kron_products(rest & ((1 << k) - 1), dense).astype(object) * (1 << shift)
+        total = part if total is None else total + part
+        rest >>= k
+        shift += k
+    assert total is not None
+    return total
 
 
 def _kron_measure(
