@@ -1062,7 +1062,8 @@ def grid_laplace(
     per-coordinate noise variance).
 
     Magnitude: ``|value| / γ_i`` may be at most :data:`GRID_MAX_UNITS` = 2**62 (else an
-    :class:`~fugu.errors.InvalidParameterError` naming the value and the limit). The integer
+    :class:`~fugu.errors.InvalidParameterError` naming the limit and the range allowed, never
+    the value, which is private). The integer
     ``round(x_i/γ_i) + noise`` is exact in int64 at any accepted magnitude; it is returned as
     a double, exactly while it stays within 2**53 grid units, beyond that rounded once to the
     nearest double (post-processing of the ε-DP integer: the privacy argument is unchanged, but
@@ -1105,16 +1106,15 @@ def grid_laplace(
     with np.errstate(over="ignore"):  # inf is refused below
         ints = np.rint(x / gamma)
     if x.size and not np.max(np.abs(ints)) <= GRID_MAX_UNITS:  # also inf (x / gamma overflowed)
-        with np.errstate(over="ignore"):
-            units = (np.abs(x) / gamma).reshape(-1)
-        j = int(np.argmax(units))
-        g = float(gamma.reshape(-1)[j])
+        # the values are private (counts, sums): the message names only public facts — the
+        # grid, the limit and the range allowed — never a value, its size or its position
+        g = float(np.min(gamma))
         raise InvalidParameterError(
-            f"values: {float(x.reshape(-1)[j]):.6g} is {float(units[j]):.3g} grid units of "
-            f"{g:.3g} (the noise grid for sensitivity {float(sensitivity):g}), above the limit "
-            f"2**62 grid units (a grid value and its noise are added exactly in int64): values "
-            f"must lie within ±{GRID_MAX_UNITS * g:.6g}; rescale the data (e.g. count in "
-            "thousands)"
+            f"values: a value to be noised is above the limit of 2**62 grid units of {g:.3g} "
+            f"(the noise grid for sensitivity {float(sensitivity):g}; a grid value and its noise "
+            f"are added exactly in int64): values must lie within ±{GRID_MAX_UNITS * g:.6g} "
+            "(the value is not shown: it is private); rescale the data (e.g. count in "
+            "thousands) or check a public bound before spending budget"
         )
     noise = discrete_laplace(scale_grid, rng=rng) if x.size else np.zeros(0, np.int64)
     noisy = (ints.astype(np.int64) + noise).astype(np.float64) * gamma
