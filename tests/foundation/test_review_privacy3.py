@@ -496,6 +496,13 @@ def test_solver_paths_refuse_tolerance_zero_before_anything_is_charged(entry: st
             rel = fugu.graph.KRelation.from_records(trips, owners="who")
             fugu.graph.answer(rel, "km", 0.5, tolerance=0.0, accountant=acct)
     assert acct.spent == 0
+    # the solver path itself refuses parameters meant for the exact mechanism
+    exact = fugu.graph.RecursiveParameters.make(0.5, tolerance=0.0, exact_values=True)
+    ann = fugu.graph.KRelation.from_records(
+        _trips("dict-of-columns", [{"who": "a", "km": 1.0}]), owners="who"
+    ).compile()
+    with pytest.raises(fugu.errors.InvalidParameterError, match="exact_values=True"):
+        fugu.graph.recursive_mechanism(ann, exact, fugu.RandomSource(seed=0))
     out = fugu.graph.general_recursive(
         np.array([0.0, 1.0]), ["a"], 0.5, rng=fugu.RandomSource(seed=0)
     )

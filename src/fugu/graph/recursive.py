@@ -371,6 +371,12 @@ def recursive_mechanism(
     ``model``: an :class:`LPModel` of the same annotations to reuse (its H/G values are cached;
     for repeated experiments on one data set); its ``g_factor`` must equal ``params.g_factor``.
     """
+    if not params.tolerance > 0:  # the values entering X come from the solver: certify them
+        raise InvalidParameterError(
+            f"tolerance must be in (0, 1] for the solver-based mechanism, got "
+            f"{params.tolerance!r} (parameters made with exact_values=True are for "
+            "general_recursive only)"
+        )
     cb, bar = _progress_callback(progress)
     try:
         if model is None or model.ann is not ann:
@@ -391,9 +397,7 @@ def recursive_mechanism(
         ln_dh = clamp_ln_delta_hat(noisy + params.mu, params.theta)
         delta_hat = math.exp(ln_dh)
         tau = params.tolerance * delta_hat
-        x, i_star = x_value(
-            model, delta_hat, tau if params.tolerance > 0 else math.inf, params.x_rule
-        )
+        x, i_star = x_value(model, delta_hat, tau, params.x_rule)
         sens = delta_hat + 2 * tau
         # the grid scale is < (2^11 + 1)/ε2 <= MAX_SCALE for every Δ̂ (checked by make())
         x_hat, scale = grid_laplace_scalar(x, sens, params.epsilon2, rng)
