@@ -216,10 +216,9 @@ def register(cli: click.Group) -> None:
                 f"Karwa et al.'s counts are edge-private, got --unit {unit}; use --unit edge",
                 param_hint="--mechanism",
             )
-        from ..graph.patterns import PATTERN_ALIASES
+        from ..graph.patterns import canonical_pattern
 
-        canonical = pattern.strip().lower()
-        canonical = PATTERN_ALIASES.get(canonical, canonical)
+        canonical = canonical_pattern(pattern)
         if k is not None and canonical in ("triangle", "edge"):
             raise click.UsageError(
                 f"-k has no effect with --pattern {pattern} (it sizes k-star, k-triangle, path, "

@@ -258,8 +258,18 @@ def pattern_graph(pattern: str, k: int | None = None) -> nx.Graph:
     return nx.complete_graph(k)
 
 
+def canonical_pattern(pattern: str) -> str:
+    """The pattern's name with its alias resolved (``"Triangles"`` → ``"triangle"``).
+
+    >>> canonical_pattern(" Triangles ")
+    'triangle'
+    """
+    name = pattern.lower().strip()
+    return PATTERN_ALIASES.get(name, name)
+
+
 def _normalise(pattern: str, k: int | None) -> tuple[str, int]:
-    name = PATTERN_ALIASES.get(pattern.lower().strip(), pattern.lower().strip())
+    name = canonical_pattern(pattern)
     # "2-star", "3-clique", "4-cycle", "2-triangle", "3-path"
     if name not in PATTERNS and "-" in name:
         head, _, tail = name.partition("-")
