@@ -54,6 +54,7 @@ __all__ = [
     "discrete_laplace_pmf",
     "discrete_laplace_variance",
     "geometric_mechanism",
+    "grid_granularity",
     "grid_laplace",
     "GridNoise",
     "MAX_SCALE",
@@ -1034,6 +1035,23 @@ class GridNoise:
         }
 
 
+def grid_granularity(
+    sensitivity: float, max_changed: int, weights: ArrayLike = 1.0, slack_bits: int = 10
+) -> NDArray[np.float64]:
+    """The grid steps :func:`grid_laplace` uses: γ_i = 2^floor(log2(sensitivity / (m·w_i))) ·
+    2^-slack_bits (m = ``max_changed``), so Σ_changed w_i γ_i ≤ sensitivity · 2^-slack_bits.
+
+    Public (sensitivity, the number of changed values and the weights only): callers use it to
+    check a public bound against the grid's range before spending budget.
+
+    >>> float(grid_granularity(1.0, 1)), float(grid_granularity(3.0, 2))
+    (0.0009765625, 0.0009765625)
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    exps = np.floor(np.log2(sensitivity / (max_changed * w))).astype(np.int64) - slack_bits
+    return np.asarray(np.ldexp(1.0, exps), dtype=np.float64)
+
+
 def grid_laplace(
     values: ArrayLike,
     sensitivity: float,
@@ -1095,10 +1113,7 @@ def grid_laplace(
         raise InvalidParameterError("weights must be finite and > 0")
     m = x.size if max_changed is None else int(max_changed)
     m = max(1, min(m, max(1, x.size)))
-    # γ_i = 2^floor(log2(sensitivity / (m * w_i))) * 2^-slack_bits,
-    # so Σ_changed w_i γ_i <= sensitivity * 2^-slack_bits.
-    exps = np.floor(np.log2(sensitivity / (m * w))).astype(np.int64) - slack_bits
-    gamma = np.ldexp(1.0, exps)
+    gamma = grid_granularity(sensitivity, m, w, slack_bits)
     slack = float(m * np.max(w * gamma)) if x.size else 0.0
     eff = sensitivity + slack
     lam = eff / epsilon
