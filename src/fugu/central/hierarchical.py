@@ -965,24 +965,26 @@ def _kron_products(counts: NDArray[Any], dense: list[treeplan.DenseAxis]) -> NDA
     (an object array). Before, the int64 products wrapped silently: 1e11 records in one cell
     of a 32³ cube released a total of −3.9e10, and one record could move a sum by 2^64."""
     x = np.asarray(counts, dtype=np.int64)
+
+    def products(y: NDArray[Any], dtype: Any) -> NDArray[Any]:
+        for ax, d in enumerate(dense):
+            y = np.moveaxis(
+                np.tensordot(d.rows.astype(dtype, copy=False), y, axes=([1], [ax])), 0, ax
+            )
+        return y
+
     pmax = float(np.prod([max(1, int(d.rows.max())) for d in dense]))
     bound = float(np.abs(x).sum()) * pmax
+    if bound < 2.0**52:
+        return np.rint(products(x.astype(np.float64), np.float64)).astype(np.int64)
     if bound < 2.0**62:
-        exact_float = bound < 2.0**52
-        y: NDArray[Any] = x.astype(np.float64) if exact_float else x
-        for ax, d in enumerate(dense):
-            rows = d.rows.astype(np.float64) if exact_float else d.rows
-            y = np.moveaxis(np.tensordot(rows, y, axes=([1], [ax])), 0, ax)
-        return np.rint(y).astype(np.int64) if exact_float else np.asarray(y, dtype=np.int64)
+        return np.asarray(products(x, np.int64), dtype=np.int64)
     if np.any(x < 0):  # pragma: no cover - histograms hold non-negative counts
         raise InvalidParameterError("internal error: negative counts in a Kronecker product")
     # digits below 2^k: every digit product is at most size·(2^k − 1)·pmax < 2^62
     k = int(math.floor(62 - math.log2(max(1, x.size)) - math.log2(pmax))) - 1
     if k < 1:  # pragma: no cover - KRON_MAX_CELLS and the row entries keep k >= 1
-        out = x.astype(object)
-        for ax, d in enumerate(dense):
-            out = np.moveaxis(np.tensordot(d.rows.astype(object), out, axes=([1], [ax])), 0, ax)
-        return out
+        return products(x.astype(object), object)
     total: NDArray[Any] | None = None
     rest, shift = x.copy(), 0
     while np.any(rest):
