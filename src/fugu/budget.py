@@ -205,6 +205,9 @@ class Accountant:
     _lock: Any = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
     #: set by :func:`ledger_file` when its block ends: later spends would never reach the file
     _closed: str | None = field(default=None, init=False, repr=False, compare=False)
+    #: set by :func:`ledger_file` for its block: writes the ledger file after every spend, so a
+    #: spend is on disk before the mechanism that made it touches the data
+    _persist: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.total, Budget):
@@ -215,11 +218,13 @@ class Accountant:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_lock", None)
+        state.pop("_persist", None)  # a copy elsewhere holds no lock on the file
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        self._persist = None
 
     def __repr__(self) -> str:
         b = self.budget
@@ -296,7 +301,7 @@ class Accountant:
                     "(ε, δ) release needs a budget with a δ total (Budget(..., delta=...), "
                     "'fugu ledger init --delta')"
                 )
-            self.ledger.append(
+            self._record(
                 LedgerEntry(
                     float(epsilon),
                     str(what),
@@ -338,7 +343,7 @@ class Accountant:
             self._check_common_policy(policy)
             self._check_common_neighbours(neighbours)
             self.check(eps, label)
-            self.ledger.append(
+            self._record(
                 LedgerEntry(
                     eps,
                     label,
@@ -348,6 +353,21 @@ class Accountant:
                     neighbours=neighbours,
                 )
             )
+
+    def _record(self, entry: LedgerEntry) -> None:
+        """Append a checked spend; in a :func:`ledger_file` block, write the file at once.
+
+        The spend reaches the disk before the caller (a mechanism) goes on to the data: a process
+        killed later in the block (SIGKILL, out of memory, power loss) keeps it. If the write
+        fails, the spend is taken back and the error raised, so nothing is released unrecorded.
+        """
+        self.ledger.append(entry)
+        if self._persist is not None:
+            try:
+                self._persist()
+            except BaseException:
+                self.ledger.pop()
+                raise
 
     def _check_open(self) -> None:
         if self._closed is not None:
@@ -698,8 +718,9 @@ def ledger_file(
     """Open a ledger file for spending, under an exclusive OS lock.
 
     Takes ``fcntl.flock`` on the sibling file ``<path>.lock`` (created if missing), loads and
-    validates the ledger, yields its :class:`Accountant`, and on exit - normal or by an exception -
-    writes the ledger back atomically if anything was spent, then releases the lock. Other
+    validates the ledger and yields its :class:`Accountant`. Every spend in the block is written
+    back atomically as it is made, before the mechanism that made it touches the data (a process
+    killed later in the block keeps it); the lock is released when the block exits. Other
     processes opening the same ledger wait for the lock, so read-check-spend-write is one step:
     concurrent releases never overspend and every successful spend is recorded.
 
@@ -727,7 +748,7 @@ def ledger_file(
     -----
     The lock is advisory and local: it protects processes on one machine (and local file
     systems). Over NFS or other network file systems ``flock`` may not be honoured across
-    machines; keep a shared ledger on a local disk. Spends are written when the block exits, so
+    machines; keep a shared ledger on a local disk. The lock is held until the block exits, so
     keep the block short: the release is computed while other processes wait.
 
     Examples
@@ -788,12 +809,21 @@ def ledger_file(
                 f"ledger {str(p)!r} tracks the Blowfish policy {tied!r}, not {text!r}; "
                 f"releases compose only under a common policy (keep one ledger per policy){hint}"
             ) from None
-        before = list(acct.ledger)
+        written = [list(acct.ledger)]
+
+        def persist() -> None:
+            acct.save(p)
+            written[0] = list(acct.ledger)
+
+        if rebound:
+            persist()
+        acct._persist = persist  # every spend is written while the lock is held
         try:
             yield acct
         finally:
+            acct._persist = None
             acct._closed = str(p)  # spends after the block would never reach the file
-            if acct.ledger != before or rebound:
+            if acct.ledger != written[0]:  # the ledger list changed by hand inside the block
                 acct.save(p)
 
 
