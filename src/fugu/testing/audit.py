@@ -146,7 +146,8 @@ def audit(
     -----
     Every event is chosen on a pilot sample that is independent of the counted runs, so the
     Clopper–Pearson bounds hold for each; Bonferroni over all events keeps the total false-alarm
-    rate at ``alpha``.
+    rate at ``alpha``. Outputs need not be finite: ``{S is NaN}`` is always an event (an output
+    with a NaN in any coordinate has a NaN projection), and ±inf fall in the tail events.
 
     Examples
     --------
@@ -174,7 +175,9 @@ def audit(
     pilot2 = _run(mechanism, d2, rng, n_pilot, vectorised)
     stat_fn = statistic
     if stat_fn is None:
-        direction = pilot1.mean(axis=0) - pilot2.mean(axis=0)
+        # finite values only: one NaN or inf in the pilot made the direction (so every
+        # statistic) NaN and blinded the audit; a non-finite output gives a non-finite S below
+        direction = _finite_mean(pilot1) - _finite_mean(pilot2)
         if not np.any(direction):
             direction = np.zeros(pilot1.shape[1])
             direction[0] = 1.0
@@ -187,7 +190,8 @@ def audit(
     s1 = np.asarray(stat_fn(out1), dtype=np.float64).reshape(-1)
     s2 = np.asarray(stat_fn(out2), dtype=np.float64).reshape(-1)
     if discrete:
-        labels = np.unique(np.concatenate([s1, s2]))
+        both = np.concatenate([s1, s2])
+        labels = np.unique(both[~np.isnan(both)])  # NaN is its own event below (NaN != NaN)
         k1 = np.array([(s1 == v).sum() for v in labels], dtype=np.float64)
         k2 = np.array([(s2 == v).sum() for v in labels], dtype=np.float64)
         names = [f"S={v:g}" for v in labels]
@@ -205,6 +209,10 @@ def audit(
         k1 = np.concatenate([le1, n_runs - le1])
         k2 = np.concatenate([le2, n_runs - le2])
         names = [f"S<={c:g}" for c in cuts] + [f"S>{c:g}" for c in cuts]
+    # {S is NaN}: fixed in advance, so always valid; the order events cannot see a NaN
+    k1 = np.append(k1, np.count_nonzero(np.isnan(s1)))
+    k2 = np.append(k2, np.count_nonzero(np.isnan(s2)))
+    names = names + ["S is NaN"]
     if not discrete and n_atoms:
         a1, a2, atom_names = _atom_counts(pilot1, pilot2, out1, out2, n_atoms)
         k1, k2 = np.concatenate([k1, a1]), np.concatenate([k2, a2])
@@ -235,12 +243,27 @@ def audit(
 _TAIL_ORDER_STATISTICS = (1, 3, 10, 30)
 
 
+def _finite_mean(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Column means over the finite entries (0 for a column with none)."""
+    finite = np.isfinite(x)
+    total = np.where(finite, x, 0.0).sum(axis=0)
+    count = finite.sum(axis=0)
+    return np.divide(total, count, out=np.zeros(x.shape[1]), where=count > 0)
+
+
 def _cuts(pooled: NDArray[np.float64], n_thresholds: int) -> NDArray[np.float64]:
-    """Pilot quantiles for the bulk plus extreme order statistics for the tails."""
-    srt = np.sort(pooled)
+    """Pilot quantiles for the bulk plus extreme order statistics for the tails.
+
+    NaNs are left out (``{S is NaN}`` is a separate event: one NaN made every quantile NaN and
+    every event vanish); the bulk quantiles use the finite values, the tails may be ±inf.
+    """
+    srt = np.sort(pooled[~np.isnan(pooled)])
+    if srt.size == 0:
+        return srt
     ranks = [r - 1 for r in _TAIL_ORDER_STATISTICS if r <= srt.size]
     tails = np.concatenate([srt[ranks], srt[[srt.size - 1 - r for r in ranks]]])
-    bulk = np.quantile(srt, np.linspace(0.002, 0.998, n_thresholds))
+    finite = srt[np.isfinite(srt)]
+    bulk = np.quantile(finite, np.linspace(0.002, 0.998, n_thresholds)) if finite.size else finite
     # {S <= max} is the certain event: it carries no information, so it is dropped.
     cuts = np.unique(np.concatenate([bulk, tails]))
     return cuts[cuts < srt[-1]] if cuts.size > 1 else cuts
