@@ -14,10 +14,14 @@ Bugs found (each test failed before its fix):
   only on one input (infinite loss) passed too, also with ``discrete=True`` (NaN != NaN, so its
   label was counted 0 times). Now the direction and the cuts use the finite values, and
   ``{S is NaN}`` is an event of its own.
+* An audit that no outcome could fail passed silently: with too few runs for ε (1,000 runs at
+  ε = 6: the strongest possible evidence is a lower bound of 4.6) or ``alpha = 0``, a mechanism
+  that publishes its input PASSED. Such audits are now refused, naming the runs needed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -151,3 +155,35 @@ def test_infinite_outputs_are_tail_events() -> None:
 
     bad = audit(mech, 0.0, 1.0, 1.0, n_runs=20_000, vectorised=True)
     assert not bad.passed, str(bad)
+
+
+# == 3. the auditor: an audit that cannot fail is refused ==========================================
+def _publish_input(x: float, rng: fugu.RandomSource, n: int) -> np.ndarray:
+    return np.full(n, float(x))  # no noise at all: infinite loss
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "n_runs", "alpha"),
+    [
+        (6.0, 1_000, ALPHA),  # before: PASS, lower bound 4.63 (the most 1,000 runs can show)
+        (5.5, 2_100, ALPHA),  # refused after counting: 5 events, at most 5.35
+        (1.0, 10_000, 0.0),  # before: PASS, lower bound -inf (alpha 0 never fails)
+    ],
+)
+def test_an_audit_that_cannot_fail_is_refused(epsilon: float, n_runs: int, alpha: float) -> None:
+    with pytest.raises(fugu.FuguError, match="n_runs=|alpha"):
+        audit(_publish_input, 0, 1, epsilon, n_runs=n_runs, alpha=alpha, vectorised=True)
+
+
+def test_the_suggested_number_of_runs_catches_a_mechanism_that_publishes_its_input() -> None:
+    with pytest.raises(fugu.FuguError, match=r"use n_runs >= (\d+)") as info:
+        audit(_publish_input, 0, 1, 5.5, n_runs=2_100, vectorised=True)
+    need = int(re.search(r"use n_runs >= (\d+)", str(info.value)).group(1))  # type: ignore[union-attr]
+    res = audit(_publish_input, 0, 1, 5.5, n_runs=need, vectorised=True)
+    assert not res.passed, str(res)
+
+
+@pytest.mark.parametrize("alpha", [-0.1, 1.0, 2.0, float("nan")])
+def test_alpha_outside_zero_one_is_refused(alpha: float) -> None:
+    with pytest.raises(fugu.FuguError, match="alpha"):
+        audit(_publish_input, 0, 1, 1.0, n_runs=1_000, alpha=alpha, vectorised=True)

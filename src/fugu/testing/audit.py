@@ -169,6 +169,11 @@ def audit(
         raise InvalidParameterError(f"n_runs must be >= 100 for a meaningful audit, got {n_runs}")
     if n_atoms < 0:
         raise InvalidParameterError(f"n_atoms must be >= 0, got {n_atoms}")
+    if not 0 < alpha < 1:
+        raise InvalidParameterError(
+            f"alpha (the false-alarm rate) must be in (0, 1), got {alpha!r}; e.g. 1e-3"
+        )
+    _check_can_fail(n_runs, alpha / 4, eps, alpha, 1)  # at least one event: refuse before running
     rng = RandomSource(seed=seed)
     n_pilot = max(50, n_runs // 5)
     pilot1 = _run(mechanism, d1, rng, n_pilot, vectorised)
@@ -219,6 +224,7 @@ def audit(
         names = names + atom_names
     n_tests = 2 * len(names)
     a = alpha / (2 * n_tests)  # each ratio uses two one-sided bounds
+    _check_can_fail(n_runs, a, eps, alpha, len(names))
     lo1, hi1 = _cp_lower(k1, n_runs, a), _cp_upper(k1, n_runs, a)
     lo2, hi2 = _cp_lower(k2, n_runs, a), _cp_upper(k2, n_runs, a)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -237,6 +243,27 @@ def audit(
         n_runs=n_runs,
         n_events=len(names),
         alpha=alpha,
+    )
+
+
+def _check_can_fail(n_runs: int, a: float, eps: float, alpha: float, n_events: int) -> None:
+    """Refuse an audit that no outcome could fail.
+
+    The strongest evidence ``n_runs`` runs can give is an event seen in every run under one
+    input and in none under the other: Clopper-Pearson bounds ``a**(1/n)`` and
+    ``1 - a**(1/n)``. When even their log-ratio is at most ε, a mechanism that publishes its
+    input passes (as does every mechanism when ``alpha`` is tiny).
+    """
+    low = a ** (1.0 / n_runs)
+    best = math.log(low / (1.0 - low)) if low < 1.0 else math.inf
+    if best > eps:
+        return
+    need = math.floor(math.log(1.0 / a) / math.log1p(math.exp(-eps))) + 1
+    raise InvalidParameterError(
+        f"n_runs={n_runs} cannot fail an audit at epsilon {eps:g} with alpha {alpha:g} over "
+        f"{n_events} event(s): even a mechanism that publishes its input would pass (the "
+        f"largest lower bound {n_runs} runs can show is {best:.3g}); use n_runs >= {need} "
+        "(more for a mechanism that is only somewhat too loud)"
     )
 
 
