@@ -182,6 +182,15 @@ class LedgerEntry:
     delta: float = 0.0
     neighbours: str | None = None
 
+    def __post_init__(self) -> None:
+        # a NaN spend made every later budget check false (unlimited spending); a negative one
+        # gave budget back
+        eps = _check_number(self.epsilon, "a ledger entry's epsilon", InvalidParameterError)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(
+            self, "delta", _check_delta(self.delta, "a ledger entry's delta", InvalidParameterError)
+        )
+
 
 @dataclass
 class Accountant:
@@ -212,6 +221,21 @@ class Accountant:
     def __post_init__(self) -> None:
         if not isinstance(self.total, Budget):
             self.total = Budget(check_epsilon(self.total, "total"))
+        if not isinstance(self.ledger, list) or not all(
+            isinstance(e, LedgerEntry) for e in self.ledger
+        ):
+            raise InvalidParameterError("ledger must be a list of fugu.budget.LedgerEntry")
+        if self.ledger:
+            self.ledger = list(self.ledger)  # the caller's list is not the budget's
+            if self.spent > self.budget.epsilon * (1 + _TOL) or (
+                self.spent_delta > self.budget.delta * (1 + _TOL)
+            ):
+                raise BudgetExceededError(
+                    f"the ledger given spends epsilon {self.spent:g}, delta "
+                    f"{self.spent_delta:g}: more than the total (epsilon "
+                    f"{self.budget.epsilon:g}, delta {self.budget.delta:g}); declare a total "
+                    "that covers every spend already made"
+                )
 
     # check-then-record is one step under a lock, so threads sharing an accountant never
     # overspend (measured without it: 8 threads x 400 spends of 0.001 against 1.0 recorded 1002)

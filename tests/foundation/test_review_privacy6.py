@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fugu
-from fugu.budget import Accountant, create_ledger, ledger_file
+from fugu.budget import Accountant, LedgerEntry, create_ledger, ledger_file
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="ledger files need fcntl.flock")
 
@@ -60,3 +60,25 @@ def test_a_spend_whose_write_fails_is_refused_and_not_kept(
         assert acct.ledger == []
         monkeypatch.undo()
     assert Accountant.load(path).spent == 0
+
+
+# == 2. an accountant built from entries cannot be given budget back ============================
+@pytest.mark.parametrize("bad", [float("nan"), -3.0, float("inf"), 0.0])
+def test_a_ledger_entry_must_spend_a_finite_positive_epsilon(bad: float) -> None:
+    """Before: ``Accountant(1.0, ledger=[LedgerEntry(nan, ...)])`` made every later check false
+    (five spends of 1.0 went through), and a negative entry (also appended to ``acct.ledger``)
+    raised what remains."""
+    with pytest.raises(fugu.errors.InvalidParameterError, match="ledger entry's epsilon"):
+        acct = Accountant(1.0, ledger=[LedgerEntry(bad, "edited", "2026-01-01T00:00:00Z")])
+        for _ in range(5):
+            acct.spend(1.0, "more")
+
+
+def test_an_accountant_refuses_entries_above_its_total() -> None:
+    entry = LedgerEntry(0.7, "earlier release", "2026-01-01T00:00:00Z")
+    with pytest.raises(fugu.BudgetExceededError, match="more than the total"):
+        Accountant(1.0, ledger=[entry, entry])
+    acct = Accountant(1.5, ledger=[entry, entry])
+    assert acct.remaining == pytest.approx(0.1)
+    with pytest.raises(fugu.BudgetExceededError):
+        acct.spend(0.2, "one more")
