@@ -17,12 +17,16 @@ Bugs found (each test failed before its fix):
 * An audit that no outcome could fail passed silently: with too few runs for ε (1,000 runs at
   ε = 6: the strongest possible evidence is a lower bound of 4.6) or ``alpha = 0``, a mechanism
   that publishes its input PASSED. Such audits are now refused, naming the runs needed.
+* ``fugu report`` overwrote its inputs: ``-o`` naming the release replaced it with the HTML,
+  and ``--data people.csv -o people.csv`` replaced the raw data with a report of its true
+  values. Now refused (also through a symlink).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +191,38 @@ def test_the_suggested_number_of_runs_catches_a_mechanism_that_publishes_its_inp
 def test_alpha_outside_zero_one_is_refused(alpha: float) -> None:
     with pytest.raises(fugu.FuguError, match="alpha"):
         audit(_publish_input, 0, 1, 1.0, n_runs=1_000, alpha=alpha, vectorised=True)
+
+
+# == 4. reports: never overwrite an input ==========================================================
+def _cli_release(tmp_path: Path) -> tuple[Path, Path]:
+    from fugu.cli import cli
+
+    if "report" not in cli.commands:
+        from fugu.cli import report
+
+        report.register(cli)
+    data = tmp_path / "people.csv"
+    data.write_text("age,sex\n30,F\n40,M\n50,F\n")
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 99), fugu.Nominal("sex", ["F", "M"])])
+    hist = fugu.Histogram.from_file(str(data), dom)
+    return fugu.central.laplace(hist, 1.0).save(tmp_path / "rel.npz"), data
+
+
+def test_report_refuses_to_overwrite_its_release_or_the_true_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 'fugu report rel.npz -o rel.npz' replaced the release with the HTML, and
+    '--data people.csv -o people.csv' replaced the raw data with a report of its true values."""
+    from fugu.cli import main
+
+    rel, data = _cli_release(tmp_path)
+    rel_bytes, data_bytes = rel.read_bytes(), data.read_bytes()
+    link = tmp_path / "link.csv"
+    link.symlink_to(data)
+    for out in (rel, data, link, tmp_path / "." / "people.csv"):
+        assert main(["report", str(rel), "--data", str(data), "--out", str(out)]) == 2
+        assert "would overwrite" in capsys.readouterr().err
+    assert rel.read_bytes() == rel_bytes and data.read_bytes() == data_bytes
+    out = tmp_path / "r.html"
+    assert main(["report", str(rel), "--data", str(data), "--out", str(out)]) == 0
+    assert out.read_text().startswith("<!doctype html>")
