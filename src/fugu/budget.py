@@ -45,7 +45,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -480,7 +480,7 @@ class Accountant:
                     self.budget.epsilon, self.budget.model, ident, self.budget.delta
                 )
             self.ledger = [
-                LedgerEntry(e.epsilon, e.what, e.time, e.parts, ident, e.delta)
+                replace(e, policy=ident)  # every other field (delta, neighbours) kept
                 if rebinds(e.policy)
                 else e
                 for e in self.ledger

@@ -82,3 +82,17 @@ def test_an_accountant_refuses_entries_above_its_total() -> None:
     assert acct.remaining == pytest.approx(0.1)
     with pytest.raises(fugu.BudgetExceededError):
         acct.spend(0.2, "one more")
+
+
+# == 3. binding a ledger's old policy name keeps each entry's neighbour relation =================
+def test_binding_a_policy_keeps_the_neighbour_relation_of_its_entries() -> None:
+    """Before: bind_policy rebuilt the entries without ``neighbours``, so a budget spent under
+    replace-one then took an add/remove spend (the two epsilons do not compose)."""
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 9)])
+    pol = fugu.blowfish.Policy.line(dom)
+    acct = Accountant(fugu.Budget(2.0, model="blowfish", policy="line"))
+    acct.spend(0.5, "first", policy="line", neighbours="replace")
+    assert acct.bind_policy(pol) == ["line"]
+    assert acct.ledger[0].neighbours == "replace" and acct.ledger[0].policy == pol.identifier
+    with pytest.raises(fugu.errors.InvalidParameterError, match="neighbours='replace'"):
+        acct.spend(0.5, "second", policy=pol, neighbours="add-remove")
