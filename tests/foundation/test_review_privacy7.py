@@ -20,6 +20,9 @@ Bugs found (each test failed before its fix):
 * ``fugu report`` overwrote its inputs: ``-o`` naming the release replaced it with the HTML,
   and ``--data people.csv -o people.csv`` replaced the raw data with a report of its true
   values. Now refused (also through a symlink).
+* ``Report.save`` truncated the output before encoding it: a report that could not be encoded
+  (a ``--title`` with an undecodable byte) left the previous report empty. Now written
+  atomically (``fugu._files.atomic_write``) after encoding.
 """
 
 from __future__ import annotations
@@ -226,3 +229,19 @@ def test_report_refuses_to_overwrite_its_release_or_the_true_data(
     out = tmp_path / "r.html"
     assert main(["report", str(rel), "--data", str(data), "--out", str(out)]) == 0
     assert out.read_text().startswith("<!doctype html>")
+
+
+def test_a_report_that_cannot_be_written_keeps_the_old_file(tmp_path: Path) -> None:
+    """Before: Report.save truncated the file, then failed to encode (a title from the command
+    line with an undecodable byte, e.g. 'fugu report ... --title $'\\xff'' holds '\\udcff'):
+    the previous report was left empty."""
+    from fugu.report import Report
+
+    out = tmp_path / "r.html"
+    Report("good").save(out)
+    before = out.read_bytes()
+    with pytest.raises(UnicodeEncodeError):
+        Report("bad \udcff title").save(out)
+    assert out.read_bytes() == before
+    Report("again").save(out)
+    assert "again" in out.read_text() and sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]

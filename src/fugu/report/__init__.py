@@ -113,8 +113,12 @@ class Report:
         )
 
     def save(self, path: str | Path) -> Path:
+        """Write the report to ``path`` atomically: a failed write keeps the old file."""
+        from .._files import atomic_write
+
         p = Path(path)
-        p.write_text(self.render(), encoding="utf-8")
+        data = self.render().encode("utf-8")  # before the file is touched
+        atomic_write(p, lambda fh: fh.write(data))
         return p
 
 
