@@ -6,8 +6,14 @@ remains raises :class:`~fugu.errors.BudgetExceededError`, which says what remain
 
 Parallel composition (releases on disjoint parts of the data cost the maximum, not the sum) is
 available through :meth:`Accountant.parallel`, which the caller must only use when the parts are
-disjoint by a *public* rule (e.g. a partition of the domain); for Blowfish policies the condition
-is checked by the policy module.
+disjoint by a *public* rule that one neighbour change cannot cross; for Blowfish policies the
+condition is checked by the policy module. Under central DP's default replace-one neighbours a
+partition of the *domain* (age < 50 / age >= 50, regions) does not qualify: replacing one record
+can move it from one part to another, so both releases change, and a part released under
+replace-one treats its own count as public (hierarchical and the hat tree publish it exactly),
+which then tells the neighbours apart with certainty. Partition the domain only with releases made
+under ``neighbours="add-remove"`` (recorded as such); under replace-one, only sets of individuals
+fixed in advance (not by their values) are disjoint parts.
 
 >>> import fugu
 >>> acct = fugu.Accountant(1.0)
@@ -349,7 +355,11 @@ class Accountant:
         """Record releases on disjoint parts of the data: they cost ``max(epsilons)``.
 
         ``disjoint_by`` must name the public rule that makes the parts disjoint; it is written to
-        the ledger.
+        the ledger. The rule must keep every neighbour change inside one part: for central DP a
+        partition of the domain holds only for releases made under add/remove neighbours (pass
+        ``neighbours="add-remove"``); under replace-one a replaced record may cross from one
+        part to another, and only a partition of individuals fixed in advance qualifies (see the
+        module's notes). Nothing here can check the rule: when in doubt, :meth:`spend` each part.
         """
         if not disjoint_by:
             raise InvalidParameterError(

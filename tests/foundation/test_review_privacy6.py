@@ -96,3 +96,25 @@ def test_binding_a_policy_keeps_the_neighbour_relation_of_its_entries() -> None:
     assert acct.ledger[0].neighbours == "replace" and acct.ledger[0].policy == pol.identifier
     with pytest.raises(fugu.errors.InvalidParameterError, match="neighbours='replace'"):
         acct.spend(0.5, "second", policy=pol, neighbours="add-remove")
+
+
+# == 4. parallel composition over a domain partition needs add/remove neighbours ================
+def test_replace_one_releases_on_a_domain_partition_tell_neighbours_apart() -> None:
+    """The claim in fugu.budget's notes on Accountant.parallel: two hierarchical releases on the
+    halves of an age domain under replace-one (the default) publish each half's count exactly,
+    so moving one record from age 1 to age 6 (a replace-one neighbour) changes both releases
+    with certainty. ``parallel`` would have charged max(0.5, 0.5); the docs said a partition of
+    the domain qualifies. Exact (no randomness decides it)."""
+    lo, hi = fugu.Domain([fugu.Ordinal("age", 0, 3)]), fugu.Domain([fugu.Ordinal("age", 4, 7)])
+
+    def totals(ages: list[int]) -> tuple[float, float]:
+        c = [ages.count(a) for a in range(8)]
+        a = fugu.central.hierarchical(fugu.Histogram(c[:4], lo), 0.5)
+        b = fugu.central.hierarchical(fugu.Histogram(c[4:], hi), 0.5)
+        return float(a.counts.sum()), float(b.counts.sum())
+
+    assert totals([1, 2, 2, 3, 5, 6]) == (4.0, 2.0)
+    assert totals([6, 2, 2, 3, 5, 6]) == (3.0, 3.0)
+    doc = " ".join((fugu.budget.__doc__ or "").split())
+    assert 'neighbours="add-remove"' in doc
+    assert "partition of the *domain*" in doc
