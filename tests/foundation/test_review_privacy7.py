@@ -23,6 +23,10 @@ Bugs found (each test failed before its fix):
 * ``Report.save`` truncated the output before encoding it: a report that could not be encoded
   (a ``--title`` with an undecodable byte) left the previous report empty. Now written
   atomically (``fugu._files.atomic_write``) after encoding.
+* ``fugu ldp simulate --report`` (``report.ldp_plots.range_report``) without ``--seed`` wrote a
+  report titled like a local-DP result that shows the exact number of raw records and their true
+  2-D distribution, with no warning at all. Its title and first section now say it is an
+  experiment on raw data, not for release.
 """
 
 from __future__ import annotations
@@ -245,3 +249,23 @@ def test_a_report_that_cannot_be_written_keeps_the_old_file(tmp_path: Path) -> N
     assert out.read_bytes() == before
     Report("again").save(out)
     assert "again" in out.read_text() and sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
+
+
+# == 5. reports: experiments on raw data are labelled ==============================================
+def test_ldp_range_report_says_it_is_not_a_release_even_unseeded() -> None:
+    """'fugu ldp simulate --data users.csv --report r.html' without --seed: the report shows
+    the exact number of records and the true 2-D distribution of the raw records. Before, it
+    was titled 'Local DP multi-dimensional range queries' and said nothing about it (the only
+    warning, 'Seeded runs: ... not private', appeared with a seed)."""
+    from fugu.report.ldp_plots import range_report
+
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 15), fugu.Ordinal("hours", 0, 15)])
+    g = np.random.default_rng(0)
+    recs = {"age": g.integers(0, 16, 3001), "hours": g.integers(0, 16, 3001)}
+    html = range_report(dom, recs, methods=("hdg",), epsilons=(1.0,), n_queries=20, seed=None)
+    text = html.render()
+    assert "3,001 records" in text  # the exact n: why the label matters
+    title = re.search(r"<h1>(.*?)</h1>", text).group(1)  # type: ignore[union-attr]
+    assert "not for release" in title
+    first = text.index("<section>")
+    assert text.index("do not publish", first) < text.index("<img", first)

@@ -23,6 +23,9 @@ from . import Report, matplotlib_agg
 
 __all__ = ["range_report"]
 
+#: What the title of an experiment report on raw data says.
+NOT_FOR_RELEASE = "experiment on raw data: not for release"
+
 
 def range_report(
     domain: Domain,
@@ -68,13 +71,24 @@ def range_report(
         )
     truth = inside.sum(axis=1).astype(np.float64)
     del inside
-    rep = Report(title)
+    rep = Report(f"{title} ({NOT_FOR_RELEASE})")
+    rep.add_text(
+        "Not a private release",
+        "This experiment runs on the raw records: it shows their exact number, their true "
+        "2-D distribution and errors measured against the true answers. Keep it with the data "
+        "owner; do not publish or share it."
+        + (
+            " Its runs are seeded (reproducible), so even the estimates are not private."
+            if seed is not None
+            else ""
+        ),
+        note=True,
+    )
     rep.add_text(
         "Setup",
         f"{n:,} records, {domain.ndim} attributes ({', '.join(domain.names)}); {len(work)} random "
         f"{lam}-D range queries covering a fraction {volume:g} of each queried attribute. MAE is "
-        f"the mean |estimate − truth| / n."
-        + (" Seeded runs: for experiments only, not private." if seed is not None else ""),
+        f"the mean |estimate − truth| / n.",
     )
     mae: dict[str, list[float]] = {}
     last: tuple[str, Release] | None = None
@@ -128,7 +142,8 @@ def range_report(
         true2 = np.bincount(cx * gy + cy, minlength=gx * gy).reshape(gx, gy) / n
         fig, axes = plt.subplots(1, 2, figsize=(9, 4))
         vmax = float(max(true2.max(), est.max()))
-        for a_, mat, ttl in ((axes[0], true2, "true"), (axes[1], est, f"{last[0].upper()}")):
+        panels = ((axes[0], true2, "true (raw data)"), (axes[1], est, f"{last[0].upper()}"))
+        for a_, mat, ttl in panels:
             im = a_.imshow(mat.T, origin="lower", vmin=0, vmax=vmax, cmap="viridis")
             a_.set_title(ttl)
             a_.set_xlabel(x)
@@ -137,6 +152,7 @@ def range_report(
         rep.add_figure(
             f"2-D distribution of ({x}, {y})",
             fig,
-            f"Fraction of users per block, true vs {last[0].upper()} at ε = {epsilons[-1]:g}.",
+            f"Fraction of users per block, true (from the raw records: not private) vs "
+            f"{last[0].upper()} at ε = {epsilons[-1]:g}.",
         )
     return rep
