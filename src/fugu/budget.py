@@ -805,8 +805,11 @@ def ledger_file(
             f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
         )
     text = _policy_text(policy)
-    with _exclusive_lock(p):
-        acct = Accountant.load(p)
+    # resolved once: the file read and written is the one locked, even if the process changes
+    # its working folder (a relative path) or the link is pointed elsewhere inside the block
+    real = Path(os.path.realpath(p))
+    with _exclusive_lock(real):
+        acct = Accountant.load(real)
         rebound = acct.bind_policy(policy) if isinstance(policy, NamedPolicy) else []
         b = acct.budget
         if model is not None and not same_model(model, b.model):
@@ -846,7 +849,7 @@ def ledger_file(
         written = [list(acct.ledger)]
 
         def persist() -> None:
-            acct.save(p)
+            acct.save(real)
             written[0] = list(acct.ledger)
 
         if rebound:
@@ -858,7 +861,7 @@ def ledger_file(
             acct._persist = None
             acct._closed = str(p)  # spends after the block would never reach the file
             if acct.ledger != written[0]:  # the ledger list changed by hand inside the block
-                acct.save(p)
+                acct.save(real)
 
 
 def create_ledger(

@@ -6,6 +6,7 @@ randomness decides them), so their false-failure rate is 0.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -118,3 +119,20 @@ def test_replace_one_releases_on_a_domain_partition_tell_neighbours_apart() -> N
     doc = " ".join((fugu.budget.__doc__ or "").split())
     assert 'neighbours="add-remove"' in doc
     assert "partition of the *domain*" in doc
+
+
+# == 5. the ledger written is the ledger locked =================================================
+def test_a_relative_ledger_path_survives_a_change_of_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the spend was written to 'l.json' in the new working folder (a fresh ledger
+    there, unlocked) and the real ledger kept 0 spent."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    create_ledger("l.json", 1.0)
+    with ledger_file("l.json") as acct:
+        os.chdir(tmp_path / "b")
+        acct.spend(0.7, "release")
+    assert Accountant.load(tmp_path / "a" / "l.json").spent == pytest.approx(0.7)
+    assert not (tmp_path / "b" / "l.json").exists()
