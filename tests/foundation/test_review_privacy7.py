@@ -27,6 +27,9 @@ Bugs found (each test failed before its fix):
   report titled like a local-DP result that shows the exact number of raw records and their true
   2-D distribution, with no warning at all. Its title and first section now say it is an
   experiment on raw data, not for release.
+* ``fugu report --data`` (the example in its ``--help``) shows true answers next to released
+  ones; its warning was a plain paragraph under the title 'fugu report: 1 release(s)'. The title
+  now says 'publisher only: shows true values, not for release' and the paragraph is a note.
 """
 
 from __future__ import annotations
@@ -189,7 +192,9 @@ def test_an_audit_that_cannot_fail_is_refused(epsilon: float, n_runs: int, alpha
 def test_the_suggested_number_of_runs_catches_a_mechanism_that_publishes_its_input() -> None:
     with pytest.raises(fugu.FuguError, match=r"use n_runs >= (\d+)") as info:
         audit(_publish_input, 0, 1, 5.5, n_runs=2_100, vectorised=True)
-    need = int(re.search(r"use n_runs >= (\d+)", str(info.value)).group(1))  # type: ignore[union-attr]
+    found = re.search(r"use n_runs >= (\d+)", str(info.value))
+    assert found is not None
+    need = int(found.group(1))
     res = audit(_publish_input, 0, 1, 5.5, n_runs=need, vectorised=True)
     assert not res.passed, str(res)
 
@@ -251,6 +256,12 @@ def test_a_report_that_cannot_be_written_keeps_the_old_file(tmp_path: Path) -> N
     assert "again" in out.read_text() and sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
 
 
+def _h1(html: str) -> str:
+    found = re.search(r"<h1>(.*?)</h1>", html)
+    assert found is not None
+    return found.group(1)
+
+
 # == 5. reports: experiments on raw data are labelled ==============================================
 def test_ldp_range_report_says_it_is_not_a_release_even_unseeded() -> None:
     """'fugu ldp simulate --data users.csv --report r.html' without --seed: the report shows
@@ -265,7 +276,22 @@ def test_ldp_range_report_says_it_is_not_a_release_even_unseeded() -> None:
     html = range_report(dom, recs, methods=("hdg",), epsilons=(1.0,), n_queries=20, seed=None)
     text = html.render()
     assert "3,001 records" in text  # the exact n: why the label matters
-    title = re.search(r"<h1>(.*?)</h1>", text).group(1)  # type: ignore[union-attr]
-    assert "not for release" in title
+    assert "not for release" in _h1(text)
     first = text.index("<section>")
     assert text.index("do not publish", first) < text.index("<img", first)
+
+
+def test_release_report_with_true_data_says_so_in_its_title(tmp_path: Path) -> None:
+    """'fugu report adult.npz --data adult' (the example in its --help) shows true answers; the
+    title said only 'fugu report: 1 release(s)', like a report that is safe to share. Without
+    --data the title is unchanged."""
+    from fugu.report.release_report import write_release_report
+
+    rel, data = _cli_release(tmp_path)
+    r = fugu.Release.load(rel)
+    counts = fugu.Histogram.from_file(str(data), r.domain).counts
+    shown = write_release_report([("rel", r)], tmp_path / "a.html", truth=lambda d: counts)
+    title = _h1(shown.read_text())
+    assert "publisher only" in title and "not for release" in title
+    plain = write_release_report([("rel", r)], tmp_path / "b.html")
+    assert _h1(plain.read_text()) == "fugu report: 1 release(s)"

@@ -36,6 +36,9 @@ __all__ = ["write_release_report", "noise_scale"]
 
 EPSILON_GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0)
 
+#: What the title of a report that shows true values says.
+PUBLISHER_ONLY = "publisher only: shows true values, not for release"
+
 
 def noise_scale(model: str, epsilon: float) -> float | None:
     """How the noise's standard deviation grows as ε shrinks, up to a constant (None: unknown).
@@ -77,7 +80,10 @@ def write_release_report(
     None); it enables the true-vs-released comparisons. The query workload uses public
     randomness seeded by ``seed``.
     """
-    rep = Report(title or f"fugu report: {len(releases)} release(s)")
+    rep = Report(
+        (title or f"fugu report: {len(releases)} release(s)")
+        + (f" ({PUBLISHER_ONLY})" if truth is not None else "")
+    )
     rep.add_text(
         "What this is",
         "A description of each release: what its guarantee means, how accurate its answers are "
@@ -88,6 +94,7 @@ def write_release_report(
             if truth is not None
             else "No true data was given, so every number here is either released or predicted."
         ),
+        note=truth is not None,
     )
     rows = []
     for label, rel in releases:
