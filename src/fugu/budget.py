@@ -49,7 +49,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -726,18 +726,51 @@ def _lock_module() -> Any:
     return fcntl
 
 
+def _same_file(fh: Any, path: Path) -> bool:
+    """Whether the open file ``fh`` is still the file at ``path`` (not removed or replaced)."""
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fh.fileno())
+    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
+
+
 @contextmanager
-def _exclusive_lock(p: Path) -> Iterator[None]:
-    """Hold an exclusive OS lock on the ledger ``p`` (on its sibling lock file) for the block."""
+def _exclusive_lock(p: Path) -> Iterator[Callable[[], None]]:
+    """Hold an exclusive OS lock on the ledger ``p`` (on its sibling lock file) for the block.
+
+    Yields a check to call before each write: it raises :class:`LedgerError` if the lock file
+    was removed or replaced while held (another process may then hold a lock on the new one).
+    A lock file removed or replaced while this process waited for it is locked afresh.
+    """
     fcntl = _lock_module()
     lock_path = _lock_path(p)
+    while True:
+        try:
+            lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block
+        except OSError as exc:
+            raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
+        try:
+            fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
+            if _same_file(lock_fh, lock_path):
+                break
+        except BaseException:
+            lock_fh.close()
+            raise
+        lock_fh.close()  # it was removed or replaced while we waited: lock the current one
+
+    def still_held() -> None:
+        if not _same_file(lock_fh, lock_path):
+            raise LedgerError(
+                f"the lock file {str(lock_path)!r} of ledger {str(p)!r} was removed or replaced "
+                "while this process held it, so another process may be spending from the same "
+                "ledger; nothing more is written. Open the ledger again, and never delete the "
+                ".lock file of a ledger in use"
+            )
+
     try:
-        lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block
-    except OSError as exc:
-        raise LedgerError(f"cannot create the lock file {str(lock_path)!r}: {exc}") from None
-    try:
-        fcntl.flock(lock_fh.fileno(), fcntl.LOCK_EX)
-        yield
+        yield still_held
     finally:
         try:
             fcntl.flock(lock_fh.fileno(), fcntl.LOCK_UN)
@@ -808,7 +841,7 @@ def ledger_file(
     # resolved once: the file read and written is the one locked, even if the process changes
     # its working folder (a relative path) or the link is pointed elsewhere inside the block
     real = Path(os.path.realpath(p))
-    with _exclusive_lock(real):
+    with _exclusive_lock(real) as still_held:
         acct = Accountant.load(real)
         rebound = acct.bind_policy(policy) if isinstance(policy, NamedPolicy) else []
         b = acct.budget
@@ -849,6 +882,7 @@ def ledger_file(
         written = [list(acct.ledger)]
 
         def persist() -> None:
+            still_held()
             acct.save(real)
             written[0] = list(acct.ledger)
 
@@ -861,6 +895,7 @@ def ledger_file(
             acct._persist = None
             acct._closed = str(p)  # spends after the block would never reach the file
             if acct.ledger != written[0]:  # the ledger list changed by hand inside the block
+                still_held()
                 acct.save(real)
 
 
@@ -891,7 +926,7 @@ def create_ledger(
     """
     p = Path(path)
     acct = Accountant(Budget(total, model=model, policy=_policy_text(policy), delta=delta))
-    with _exclusive_lock(p):
+    with _exclusive_lock(p) as still_held:
         if p.exists():
             try:
                 old = Accountant.load(p)
@@ -906,6 +941,7 @@ def create_ledger(
                 "those spends. Use it as it is, choose another path, or delete it deliberately "
                 "if the releases it recorded were never published"
             )
+        still_held()
         acct.save(p)
     return acct
 

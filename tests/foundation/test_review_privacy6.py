@@ -6,6 +6,7 @@ randomness decides them), so their false-failure rate is 0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -136,3 +137,50 @@ def test_a_relative_ledger_path_survives_a_change_of_working_folder(
         acct.spend(0.7, "release")
     assert Accountant.load(tmp_path / "a" / "l.json").spent == pytest.approx(0.7)
     assert not (tmp_path / "b" / "l.json").exists()
+
+
+# == 6. a lock file removed while held ===========================================================
+def test_a_lock_file_removed_while_held_does_not_let_two_holders_overspend(tmp_path: Path) -> None:
+    """A cleaner (tmpfiles, 'rm *.lock') deletes PATH.lock while process A holds it; process B
+    then creates a new one and gets its lock at once. Before: both spent 0.6 of 1.0 from the same
+    state, the last write won (0.6 recorded, 1.2 spent). Now A's holder sees its lock file is
+    gone and refuses to spend (before its mechanism runs); B's spend is the one recorded."""
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(ledger_file(path))
+        (tmp_path / "l.json.lock").unlink()
+        b = stack.enter_context(ledger_file(path))  # B does not wait: its lock file is new
+        with pytest.raises(fugu.errors.LedgerError, match="removed or replaced"):
+            a.spend(0.6, "A's release")
+        b.spend(0.6, "B's release")
+    assert [e.what for e in Accountant.load(path).ledger] == ["B's release"]
+
+
+def test_a_waiter_whose_lock_file_was_replaced_locks_the_new_one(tmp_path: Path) -> None:
+    """B opened the old lock file and waited; it was replaced (C holds the new one). When the
+    old one is released, B must not enter beside C."""
+    import fcntl
+    import threading
+    import time
+
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    lock = tmp_path / "l.json.lock"
+    entered = threading.Event()
+    with open(lock, "a+b") as old:
+        fcntl.flock(old.fileno(), fcntl.LOCK_EX)  # A holds the old lock file
+
+        def waiter() -> None:
+            with ledger_file(path):
+                entered.set()
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.3)  # B has opened the old file and waits on it
+        lock.unlink()
+        with ledger_file(path):  # C creates and holds the new lock file
+            fcntl.flock(old.fileno(), fcntl.LOCK_UN)  # A lets go of the old one
+            assert not entered.wait(0.5), "B entered while C held the ledger"
+    t.join(10)
+    assert entered.is_set()
