@@ -19,7 +19,9 @@ Bugs found (each test failed before its fix):
   that publishes its input PASSED. Such audits are now refused, naming the runs needed.
 * ``fugu report`` overwrote its inputs: ``-o`` naming the release replaced it with the HTML,
   and ``--data people.csv -o people.csv`` replaced the raw data with a report of its true
-  values. Now refused (also through a symlink).
+  values. Now refused (also through a symlink). ``fugu ldp simulate --report`` and ``fugu
+  kmeans --report`` had the same flaw (``--report users.csv`` replaced the raw records):
+  ``Report.save`` now replaces only an empty file or an HTML page.
 * ``Report.save`` truncated the output before encoding it: a report that could not be encoded
   (a ``--title`` with an undecodable byte) left the previous report empty. Now written
   atomically (``fugu._files.atomic_write``) after encoding.
@@ -295,3 +297,36 @@ def test_release_report_with_true_data_says_so_in_its_title(tmp_path: Path) -> N
     assert "publisher only" in title and "not for release" in title
     plain = write_release_report([("rel", r)], tmp_path / "b.html")
     assert _h1(plain.read_text()) == "fugu report: 1 release(s)"
+
+
+def test_no_report_writer_overwrites_a_data_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 'fugu ldp simulate --data users.csv --report users.csv' and 'fugu kmeans --data
+    pts.csv --report pts.csv' replaced the raw records with an HTML report about them. Every
+    report goes through Report.save, which now replaces only an empty file or an HTML page."""
+    from fugu.cli import main
+    from fugu.report import Report
+
+    g = np.random.default_rng(0)
+    users = tmp_path / "users.csv"
+    users.write_text("a,b\n" + "\n".join(f"{x},{y}" for x, y in g.integers(0, 8, (400, 2))))
+    before = users.read_bytes()
+    args = ["ldp", "simulate", "--data", str(users), "-a", "a:0..7,b:0..7", "-m", "hdg"]
+    args += ["-e", "1", "--queries", "5", "--report", str(users), "-q"]
+    assert main(args) == 2
+    assert "not an HTML report" in capsys.readouterr().err
+    args = ["kmeans", "--data", str(users), "-c", "a:0..7,b:0..7", "--k", "2", "-e", "1"]
+    args += ["--report", str(users), "--repetitions", "1", "-q"]
+    assert main(args) == 2
+    assert "not an HTML report" in capsys.readouterr().err
+    assert users.read_bytes() == before
+    rel, _ = _cli_release(tmp_path)
+    with pytest.raises(fugu.FuguError, match="not an HTML report"):
+        Report("x").save(rel)
+    # an older report, an empty file and a new name are fine
+    page = Report("old").save(tmp_path / "r.html")
+    Report("new").save(page)
+    assert "new" in page.read_text()
+    (tmp_path / "empty.html").write_text("")
+    Report("x").save(tmp_path / "empty.html")

@@ -113,13 +113,40 @@ class Report:
         )
 
     def save(self, path: str | Path) -> Path:
-        """Write the report to ``path`` atomically: a failed write keeps the old file."""
+        """Write the report to ``path`` atomically: a failed write keeps the old file.
+
+        An existing file is replaced only when it is empty or an HTML page (an older report):
+        a report path that names a data file, a release or a ledger by mistake is refused.
+        """
         from .._files import atomic_write
 
         p = Path(path)
+        _refuse_other_file(p)
         data = self.render().encode("utf-8")  # before the file is touched
         atomic_write(p, lambda fh: fh.write(data))
         return p
+
+
+def _refuse_other_file(p: Path) -> None:
+    from ..errors import InvalidParameterError
+
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(256)
+    except FileNotFoundError:
+        return
+    except IsADirectoryError:
+        raise InvalidParameterError(
+            f"the report path {str(p)!r} is a folder; give a file name such as report.html"
+        ) from None
+    except OSError:
+        return  # unreadable: the write itself will say why it fails
+    page = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if head and not page.startswith((b"<!doctype html", b"<html")):
+        raise InvalidParameterError(
+            f"{str(p)!r} exists and is not an HTML report (a data file or a release?): "
+            "refusing to overwrite it; write the report to another file"
+        )
 
 
 def _cell(c: Any) -> str:
