@@ -248,7 +248,9 @@ class Accountant:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_lock", None)
-        state.pop("_persist", None)  # a copy elsewhere holds no lock on the file
+        persist = state.pop("_persist", None)  # a copy elsewhere holds no lock on the file
+        if persist is not None:  # so it must not spend: its spends would reach no file
+            state["_closed"] = persist.path
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -406,10 +408,11 @@ class Accountant:
     def _check_open(self) -> None:
         if self._closed is not None:
             raise LedgerError(
-                f"the ledger block of {self._closed!r} has ended: this accountant was yielded by "
-                "ledger_file and a spend now would never reach the file (and another process "
-                "could spend the same epsilon); open the ledger again with "
-                "'with fugu.budget.ledger_file(path) as acct:' and spend inside the block"
+                f"this accountant was yielded by ledger_file for {self._closed!r}, and its block "
+                "has ended or this is a copy in another process (pickled to a worker): a spend "
+                "now would never reach the file (and another process could spend the same "
+                "epsilon); open the ledger where you spend, with "
+                "'with fugu.budget.ledger_file(path) as acct:', and spend inside the block"
             )
 
     def _check_common_neighbours(self, neighbours: str | None) -> None:
@@ -881,11 +884,21 @@ def ledger_file(
             ) from None
         written = [list(acct.ledger)]
 
+        owner = os.getpid()
+
         def persist() -> None:
+            if os.getpid() != owner:
+                raise LedgerError(
+                    f"this accountant of ledger {str(p)!r} belongs to process {owner}; a spend "
+                    f"in process {os.getpid()} (forked from it) would be overwritten by its "
+                    "next write. Open the ledger in the process that spends, with "
+                    "'with fugu.budget.ledger_file(path) as acct:'"
+                )
             still_held()
             acct.save(real)
             written[0] = list(acct.ledger)
 
+        persist.path = str(p)  # type: ignore[attr-defined]
         if rebound:
             persist()
         acct._persist = persist  # every spend is written while the lock is held

@@ -184,3 +184,43 @@ def test_a_waiter_whose_lock_file_was_replaced_locks_the_new_one(tmp_path: Path)
             assert not entered.wait(0.5), "B entered while C held the ledger"
     t.join(10)
     assert entered.is_set()
+
+
+# == 7. an accountant of a ledger block spends only in the process that holds the lock ==========
+def test_a_pickled_copy_of_a_ledger_accountant_cannot_spend(tmp_path: Path) -> None:
+    """Before: a copy sent to a worker (multiprocessing spawn / forkserver pickles it) took
+    spends that reached no file."""
+    import pickle
+
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    with ledger_file(path) as acct:
+        copy = pickle.loads(pickle.dumps(acct))
+        with pytest.raises(fugu.errors.LedgerError, match="copy in another process"):
+            copy.spend(0.6, "in a worker")
+        acct.spend(0.6, "here")
+    assert Accountant.load(path).spent == pytest.approx(0.6)
+    plain = pickle.loads(pickle.dumps(Accountant(1.0)))  # an in-memory accountant still spends
+    plain.spend(0.5, "x")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_cannot_spend_behind_the_parent(tmp_path: Path) -> None:
+    """Before: a forked child's spend of 0.6 was written, then overwritten by the parent's own
+    spend of 0.6 (the parent never saw it): 1.2 of 1.0 spent, 0.6 recorded."""
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    with ledger_file(path) as acct:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                acct.spend(0.6, "forked child")
+            except fugu.errors.LedgerError as exc:
+                code = 3 if "forked from it" in str(exc) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        acct.spend(0.6, "parent")
+    assert os.waitstatus_to_exitcode(status) == 3
+    assert [e.what for e in Accountant.load(path).ledger] == ["parent"]
