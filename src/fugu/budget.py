@@ -749,6 +749,32 @@ def _exclusive_lock(p: Path) -> Iterator[Callable[[], None]]:
     """
     fcntl = _lock_module()
     lock_path = _lock_path(p)
+    # flock excludes open files, not threads: a second block on one ledger in the same thread
+    # would wait for itself forever
+    key = (str(lock_path), os.getpid(), threading.get_ident())
+    with _HELD_LOCK:
+        if key in _HELD:
+            raise LedgerError(
+                f"ledger {str(p)!r} is already open in this thread (a ledger_file block inside "
+                "another on the same ledger would wait for itself forever); spend from the "
+                "accountant the outer block yielded"
+            )
+        _HELD.add(key)
+    try:
+        with _flock(p, lock_path, fcntl) as still_held:
+            yield still_held
+    finally:
+        with _HELD_LOCK:
+            _HELD.discard(key)
+
+
+#: (lock file, process, thread) of every ledger lock this process holds
+_HELD: set[tuple[str, int, int]] = set()
+_HELD_LOCK = threading.Lock()
+
+
+@contextmanager
+def _flock(p: Path, lock_path: Path, fcntl: Any) -> Iterator[Callable[[], None]]:
     while True:
         try:
             lock_fh = open(lock_path, "a+b")  # noqa: SIM115 - held for the whole block

@@ -6,7 +6,6 @@ randomness decides them), so their false-failure rate is 0.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -147,13 +146,20 @@ def test_a_lock_file_removed_while_held_does_not_let_two_holders_overspend(tmp_p
     gone and refuses to spend (before its mechanism runs); B's spend is the one recorded."""
     path = tmp_path / "l.json"
     create_ledger(path, 1.0)
-    with contextlib.ExitStack() as stack:
-        a = stack.enter_context(ledger_file(path))
+    import threading
+
+    def b_releases() -> None:
+        with ledger_file(path) as b:  # B does not wait: its lock file is new
+            b.spend(0.6, "B's release")
+
+    with ledger_file(path) as a:
         (tmp_path / "l.json.lock").unlink()
-        b = stack.enter_context(ledger_file(path))  # B does not wait: its lock file is new
+        t = threading.Thread(target=b_releases)
+        t.start()
+        t.join(10)
+        assert not t.is_alive()
         with pytest.raises(fugu.errors.LedgerError, match="removed or replaced"):
             a.spend(0.6, "A's release")
-        b.spend(0.6, "B's release")
     assert [e.what for e in Accountant.load(path).ledger] == ["B's release"]
 
 
@@ -224,3 +230,31 @@ def test_a_forked_child_cannot_spend_behind_the_parent(tmp_path: Path) -> None:
         acct.spend(0.6, "parent")
     assert os.waitstatus_to_exitcode(status) == 3
     assert [e.what for e in Accountant.load(path).ledger] == ["parent"]
+
+
+# == 8. a ledger block inside another on the same ledger ========================================
+def test_a_nested_block_on_the_same_ledger_is_refused_not_a_hang(tmp_path: Path) -> None:
+    """Before: the inner block waited for the outer one's lock forever (same thread)."""
+    import threading
+
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    outcome: list[str] = []
+
+    def nested() -> None:
+        with ledger_file(path) as outer:
+            outer.spend(0.25, "outer")
+            try:
+                with ledger_file(tmp_path / "." / "l.json"):
+                    outcome.append("entered")
+            except fugu.errors.LedgerError as exc:
+                outcome.append(str(exc))
+
+    t = threading.Thread(target=nested, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the nested block hung"
+    assert len(outcome) == 1 and "already open in this thread" in outcome[0]
+    assert Accountant.load(path).spent == pytest.approx(0.25)
+    with ledger_file(path) as again:  # released: the next block opens
+        again.spend(0.25, "next")
