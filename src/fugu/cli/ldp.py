@@ -100,8 +100,9 @@ def _read_records(data: str, domain: Any) -> dict[str, np.ndarray]:
         table_ = pq.read_table(p, columns=list(domain.names))
     elif p.suffix.lower() in (".csv", ".txt"):
         from ..engines.file_numpy import read_csv_table
+        from ..engines.partial_core import nominal_names
 
-        table_ = read_csv_table(p).select(list(domain.names))
+        table_ = read_csv_table(p, nominal_names(domain)).select(list(domain.names))
     else:
         raise InvalidParameterError(f"data file {data!r}: use .csv or .parquet")
     return {n: table_.column(n).to_numpy() for n in domain.names}

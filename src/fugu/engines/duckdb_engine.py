@@ -32,6 +32,7 @@ from ..errors import (
     InvalidTypeError,
 )
 from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, check_unique_columns, columns_of
+from .partial_core import nominal_names
 
 #: How DuckDB renames the second and later columns of one name (``age`` → ``age_1``).
 _RENAMED = re.compile(r"_[0-9]+$")
@@ -41,13 +42,22 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def source_sql(path: str | Path | None, sql: str | None) -> str:
+def _lit(text: str) -> str:
+    """A SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def source_sql(path: str | Path | None, sql: str | None, text_columns: Sequence[str] = ()) -> str:
     """The FROM clause for a file (CSV or Parquet, by extension) or a user's SQL query.
 
     CSV files are read with no comment character (``comment=''``): DuckDB's sniffer would
     otherwise pick one, e.g. ``#`` when a numeric column holds Excel's ``#N/A``, and skip that
     line — a record dropped silently. Without it the line is a record, and a value like ``#N/A``
     is refused as every engine refuses a non-numeric value.
+
+    ``text_columns`` (columns of a CSV, which must exist in it) are read as text: a nominal
+    attribute's values are labels, and the sniffer would read ``007`` and ``-0`` as the numbers
+    7 and 0, ``TRUE`` as a boolean and ``2020-1-2`` as a date.
     """
     if sql is not None:
         return f"({sql})"
@@ -61,7 +71,10 @@ def source_sql(path: str | Path | None, sql: str | None) -> str:
     if ".parquet" in suffixes or ".pq" in suffixes:
         return f"read_parquet({lit})"
     if ".csv" in suffixes or ".tsv" in suffixes or ".txt" in suffixes:
-        return f"read_csv({lit}, header=true, comment='')"
+        types = ""
+        if text_columns:
+            types = ", types={" + ", ".join(f"{_lit(c)}: 'VARCHAR'" for c in text_columns) + "}"
+        return f"read_csv({lit}, header=true, comment=''{types})"
     raise InvalidParameterError(
         f"cannot tell the format of {str(p)!r}: name it *.csv, *.csv.gz or *.parquet"
     )
@@ -77,6 +90,7 @@ class _Connection:
         threads: int | None,
         progress: bool,
         memory_limit: str | None = None,
+        text_columns: Sequence[str] = (),
     ) -> None:
         import duckdb
 
@@ -89,6 +103,7 @@ class _Connection:
         self.con.execute("SET preserve_insertion_order=false")
         self.con.execute(f"SET enable_progress_bar={'true' if progress else 'false'}")
         self.data, self.sql = data, sql
+        self.text_columns = list(text_columns)
         self.table_names: list[str] | None = None
         if sql is not None or data is None or isinstance(data, str | Path):
             self.src = source_sql(data, sql)
@@ -184,6 +199,9 @@ class _Connection:
                 f"the input lacks the column(s) {missing}; it has {cols[:20]}. Rename the columns "
                 f"or change the domain"
             )
+        text = [c for c in self.text_columns if c in cols]
+        if text and self.src.startswith("read_csv("):  # labels as written (see source_sql)
+            self.src = source_sql(self.data, None, text)
 
     def reader(self, query: str, batch_rows: int) -> Any:
         rel = self.con.sql(query)
@@ -276,10 +294,17 @@ def iter_batches(
     batch_rows: int = CHUNK_ROWS,
     threads: int | None = None,
     progress: bool = False,
+    text_columns: Sequence[str] = (),
 ) -> Iterator[dict[str, Any]]:
     """Stream the named columns of the input as batches (dicts of columns)."""
     for batch in iter_arrow_batches(
-        data, names, sql=sql, batch_rows=batch_rows, threads=threads, progress=progress
+        data,
+        names,
+        sql=sql,
+        batch_rows=batch_rows,
+        threads=threads,
+        progress=progress,
+        text_columns=text_columns,
     ):
         yield dict(columns_of(batch, list(names)))
 
@@ -292,11 +317,12 @@ def iter_arrow_batches(
     batch_rows: int = CHUNK_ROWS,
     threads: int | None = None,
     progress: bool = False,
+    text_columns: Sequence[str] = (),
 ) -> Iterator[Any]:
     """Stream the named columns of the input as Arrow record batches (non-empty ones), for
     callers that convert columns themselves (packed bit vectors stay one buffer:
-    :func:`fugu.engines.ldp.arrow_column`)."""
-    con = _Connection(data, sql, threads, progress)
+    :func:`fugu.engines.ldp.arrow_column`). ``text_columns``: see :func:`source_sql`."""
+    con = _Connection(data, sql, threads, progress, text_columns=text_columns)
     try:
         con.check(names)
         sel = ", ".join(_quote(n) for n in names)
@@ -315,9 +341,10 @@ def grouped_batches(
     threads: int | None = None,
     progress: bool = False,
     exprs: Sequence[str] | None = None,
+    text_columns: Sequence[str] = (),
 ) -> Iterator[dict[str, Any]]:
     """One batch of the distinct combinations of ``names`` with their row counts in ``__n``."""
-    con = _Connection(data, sql, threads, progress)
+    con = _Connection(data, sql, threads, progress, text_columns=text_columns)
     try:
         con.check(names)
         groups = exprs or [_quote(n) for n in names]
@@ -367,7 +394,13 @@ def histogram(
     names = list(domain.names)
     exprs = [canonical_sql(a, _quote) for a in domain.attributes]
     for batch in grouped_batches(
-        data, names, sql=sql, threads=threads, progress=progress, exprs=exprs
+        data,
+        names,
+        sql=sql,
+        threads=threads,
+        progress=progress,
+        exprs=exprs,
+        text_columns=nominal_names(domain),
     ):
         n = batch.pop("__n")
         return encode_grouped(domain, batch, n, out_of_domain)

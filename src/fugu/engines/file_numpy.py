@@ -5,7 +5,7 @@ Memory stays bounded by one batch plus the count vector, whatever the file's siz
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,15 +16,23 @@ from numpy.typing import NDArray
 from ..domain import Domain, OutOfDomainPolicy
 from ..errors import DomainError, EmptyDataError, FileFormatError, InvalidParameterError
 from .numpy_engine import bincount_chunked, check_unique_columns, columns_of
+from .partial_core import nominal_names
 
 
 def iter_batches(
-    path: str | Path, names: list[str], batch_rows: int = 1 << 20, progress: bool = False
+    path: str | Path,
+    names: list[str],
+    batch_rows: int = 1 << 20,
+    progress: bool = False,
+    text_columns: Sequence[str] = (),
 ) -> Iterator[Any]:
-    """Arrow record batches of the named columns (``progress``: a tqdm bar on stderr, in rows)."""
+    """Arrow record batches of the named columns (``progress``: a tqdm bar on stderr, in rows).
+
+    ``text_columns``: columns a CSV holds labels in (nominal attributes), read as written.
+    """
     bar = _progress_bar(path, progress)
     try:
-        for batch in _iter_batches(path, names, batch_rows):
+        for batch in _iter_batches(path, names, batch_rows, text_columns):
             if bar is not None:
                 bar.update(batch.num_rows)
             yield batch
@@ -48,7 +56,9 @@ def _progress_bar(path: str | Path, progress: bool) -> Any:
     return tqdm(total=total, unit=" rows", unit_scale=True, desc=f"counting {Path(path).name}")
 
 
-def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterator[Any]:
+def _iter_batches(
+    path: str | Path, names: list[str], batch_rows: int, text_columns: Sequence[str] = ()
+) -> Iterator[Any]:
     p = Path(path)
     if not p.exists():
         raise InvalidParameterError(f"data file {str(p)!r} does not exist")
@@ -69,7 +79,7 @@ def _iter_batches(path: str | Path, names: list[str], batch_rows: int) -> Iterat
                 p,
                 read_options=pcsv.ReadOptions(block_size=1 << 24),
                 parse_options=csv_parse_options(),
-                convert_options=csv_convert_options(),
+                convert_options=csv_convert_options(text_columns),
             )
         _check_columns(names, reader.schema.names, p)
         with csv_errors(p):
@@ -94,18 +104,28 @@ def csv_parse_options() -> Any:
     return pcsv.ParseOptions(ignore_empty_lines=False)
 
 
-def csv_convert_options() -> Any:
-    """pyarrow CSV convert options under which an empty field is missing in every column.
+def csv_convert_options(text_columns: Sequence[str] = ()) -> Any:
+    """pyarrow CSV convert options under which an empty field is missing in every column, and
+    the ``text_columns`` (those of nominal attributes) are read as text.
 
     pyarrow reads an empty field of a text column as the label ``""`` (and turns ``NA``,
     ``NULL``, ``#N/A``… into missing values), so a record with a missing nominal value was
     counted as the label ``""`` or, under ``out_of_domain="drop"``, dropped. Like the DuckDB
     engine, only the empty field is missing here, in every column: fugu refuses it as every
     missing value, and ``NA`` is a label (or, in a number column, a non-numeric value).
+
+    A nominal attribute's values are labels: with its type inferred, a column of digits became
+    numbers, so the labels ``007`` and ``7`` were both counted as ``7`` and ``01`` was refused
+    as ``1``. Read as text, every label is the string written in the file.
     """
+    import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    return pcsv.ConvertOptions(strings_can_be_null=True, null_values=[""])
+    return pcsv.ConvertOptions(
+        strings_can_be_null=True,
+        null_values=[""],
+        column_types={str(n): pa.string() for n in text_columns},
+    )
 
 
 @contextmanager
@@ -122,13 +142,16 @@ def csv_errors(path: str | Path) -> Iterator[None]:
         ) from None
 
 
-def read_csv_table(path: str | Path) -> Any:
-    """The whole CSV file as an Arrow table (empty lines kept: see :func:`csv_parse_options`)."""
+def read_csv_table(path: str | Path, text_columns: Sequence[str] = ()) -> Any:
+    """The whole CSV file as an Arrow table (empty lines kept: see :func:`csv_parse_options`;
+    ``text_columns`` read as text: see :func:`csv_convert_options`)."""
     import pyarrow.csv as pcsv
 
     with csv_errors(path):
         return pcsv.read_csv(
-            path, parse_options=csv_parse_options(), convert_options=csv_convert_options()
+            path,
+            parse_options=csv_parse_options(),
+            convert_options=csv_convert_options(text_columns),
         )
 
 
@@ -156,7 +179,8 @@ def histogram_from_file(
         )
     total = np.zeros(domain.size, dtype=np.int64)
     rows = 0
-    for batch in iter_batches(path, list(domain.names), batch_rows, progress):
+    text = nominal_names(domain)
+    for batch in iter_batches(path, list(domain.names), batch_rows, progress, text):
         if batch.num_rows == 0:
             continue
         rows += batch.num_rows

@@ -83,6 +83,22 @@ def _as_partial(p: Any) -> Partial:
 
 
 # -- keys ---------------------------------------------------------------------------------------
+def nominal_names(domain: Any) -> list[str]:
+    """The columns of ``domain``'s nominal attributes: labels, which a CSV reader must read as
+    text (never as numbers, booleans or dates: ``007`` is not ``7``).
+
+    >>> import fugu
+    >>> nominal_names(fugu.Domain([fugu.Ordinal("a", 0, 3), fugu.Nominal("b", ["x"])]))
+    ['b']
+    """
+    return [a.name for a in domain.attributes if getattr(a, "kind", None) == "nominal"]
+
+
+def text_columns_of(key: Any) -> list[str]:
+    """The columns a key function reads as labels: a :class:`DomainKey`'s nominal columns."""
+    return nominal_names(key.domain) if isinstance(key, DomainKey) else []
+
+
 CountKey = Callable[[Batch], NDArray[np.int64]]
 
 

@@ -73,6 +73,7 @@ from .partial_core import (
     _CountPartial,
     add_partials,
     check_engine,
+    text_columns_of,
 )
 
 __all__ = [
@@ -128,18 +129,23 @@ def _check_columns(columns: Sequence[str], have: Iterable[str], where: str = "th
 
 
 def iter_source_batches(
-    data: Any, columns: Sequence[str], *, batch_rows: int = CHUNK_ROWS
+    data: Any,
+    columns: Sequence[str],
+    *,
+    batch_rows: int = CHUNK_ROWS,
+    text_columns: Sequence[str] = (),
 ) -> Iterator[dict[str, Any]]:
     """Batches (dicts of the named columns) of an in-memory table, a file or an iterable of tables.
 
     This is the numpy engine's reader: Parquet row group by row group, CSV in streamed blocks,
     in-memory tables in slices of ``batch_rows`` rows, so memory stays bounded by one batch.
+    ``text_columns``: CSV columns of labels, read as written (not as numbers).
     """
     cols = list(columns)
     if _is_path(data):
         from .file_numpy import iter_batches
 
-        for batch in iter_batches(data, cols, batch_rows):
+        for batch in iter_batches(data, cols, batch_rows, text_columns=text_columns):
             if batch.num_rows:
                 yield dict(columns_of(batch, cols))
         return
@@ -157,7 +163,9 @@ def iter_source_batches(
     if isinstance(data, Iterable):
         for item in data:
             try:
-                yield from iter_source_batches(item, cols, batch_rows=batch_rows)
+                yield from iter_source_batches(
+                    item, cols, batch_rows=batch_rows, text_columns=text_columns
+                )
             except EmptyDataError:
                 continue
         return
@@ -176,6 +184,7 @@ def partial_sums(
     engine: str = "numpy",
     sql: str | None = None,
     batch_rows: int = CHUNK_ROWS,
+    text_columns: Sequence[str] = (),
     **engine_options: Any,
 ) -> Partial:
     """Run ``partial`` on every partition of ``data`` and sum the results element-wise.
@@ -189,6 +198,8 @@ def partial_sums(
     engine : ``"numpy"`` (default), ``"duckdb"`` or ``"spark"``.
     sql : a DuckDB query to read instead of ``data`` (its WHERE is a *public* filter).
     batch_rows : rows per batch on the numpy and DuckDB engines (bounds memory).
+    text_columns : columns of labels (nominal attributes): a CSV reader reads them as written,
+        never as numbers, booleans or dates (``"007"`` is not ``7``).
     engine_options : ``threads`` (DuckDB); ``spark``, ``master``, ``num_partitions`` (Spark).
 
     Raises
@@ -205,19 +216,21 @@ def partial_sums(
     if engine == "spark" or _is_spark(data):
         from . import spark as spark_engine
 
-        return spark_engine.partial_sums(data, partial, columns=cols, sql=sql, **engine_options)
+        return spark_engine.partial_sums(
+            data, partial, columns=cols, sql=sql, text_columns=text_columns, **engine_options
+        )
     if engine == "duckdb" or sql is not None:
         from .duckdb_engine import iter_batches as duck_batches
 
         batches: Iterable[dict[str, Any]] = duck_batches(
-            data, cols, sql=sql, batch_rows=batch_rows, **engine_options
+            data, cols, sql=sql, batch_rows=batch_rows, text_columns=text_columns, **engine_options
         )
     else:
         if engine_options:
             raise InvalidParameterError(
                 f"the numpy engine takes no options {sorted(engine_options)}"
             )
-        batches = iter_source_batches(data, cols, batch_rows=batch_rows)
+        batches = iter_source_batches(data, cols, batch_rows=batch_rows, text_columns=text_columns)
     total: Partial | None = None
     for batch in batches:
         total = add_partials(total, _as_partial(partial(batch)))
@@ -278,25 +291,41 @@ def partial_counts(
     if weights is not None:
         wcols = (weights,) if isinstance(weights, str) else tuple(weights)
     read = list(dict.fromkeys([*columns, *(wcols or ())]))
+    text = list(engine_options.pop("text_columns", ())) or text_columns_of(key)
     if engine == "spark" or _is_spark(data):
         from . import spark as spark_engine
 
         return spark_engine.partial_counts(
-            data, key, size, columns=read, weights=wcols, single=single, sql=sql, **engine_options
+            data,
+            key,
+            size,
+            columns=read,
+            weights=wcols,
+            single=single,
+            sql=sql,
+            text_columns=text,
+            **engine_options,
         )
     if group and (engine == "duckdb" or sql is not None):
         from .duckdb_engine import grouped_batches
 
         fn = _CountPartial(key, size, wcols, count_column="__n", single=single)
         total: Partial | None = None
-        for batch in grouped_batches(data, read, sql=sql, **engine_options):
+        for batch in grouped_batches(data, read, sql=sql, text_columns=text, **engine_options):
             total = add_partials(total, fn(batch))
         if total is None:
             raise EmptyDataError("the input has no rows; there is nothing to count")
         return np.asarray(total)
     fn = _CountPartial(key, size, wcols, single=single)
     out = partial_sums(
-        data, fn, columns=read, engine=engine, sql=sql, batch_rows=batch_rows, **engine_options
+        data,
+        fn,
+        columns=read,
+        engine=engine,
+        sql=sql,
+        batch_rows=batch_rows,
+        text_columns=text,
+        **engine_options,
     )
     return np.asarray(out)
 

@@ -53,7 +53,14 @@ from ..errors import (
     InvalidTypeError,
 )
 from .numpy_engine import CHUNK_ROWS, check_unique_columns, columns_of
-from .partial_core import DomainKey, Partial, _as_partial, _CountPartial, add_partials
+from .partial_core import (
+    DomainKey,
+    Partial,
+    _as_partial,
+    _CountPartial,
+    add_partials,
+    nominal_names,
+)
 
 __all__ = [
     "METHODS",
@@ -152,8 +159,18 @@ def _refuse_malformed_rows(df: Any, path: str) -> None:
         ) from None
 
 
-def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> Any:
-    """A Spark DataFrame of a Parquet or CSV file / directory (CSV: header row, inferred types)."""
+def read(
+    path: str | Path,
+    spark: Any = None,
+    *,
+    format: str | None = None,
+    text_columns: Sequence[str] = (),
+) -> Any:
+    """A Spark DataFrame of a Parquet or CSV file / directory (CSV: header row, inferred types).
+
+    ``text_columns``: CSV columns read as text whatever their values look like (a nominal
+    attribute's labels: inferred, ``007`` and ``7`` would both be the number 7).
+    """
     spark = spark or session()
     p = str(path)
     fmt = format
@@ -175,17 +192,34 @@ def read(path: str | Path, spark: Any = None, *, format: str | None = None) -> A
         _refuse_empty_lines(spark, p)
         df = spark.read.csv(p, header=True, inferSchema=True, mode="FAILFAST")
         _refuse_malformed_rows(df, p)
-        return df
+        return _as_text(spark, df, p, text_columns)
     raise InvalidParameterError(f"format must be 'parquet' or 'csv', got {fmt!r}")
 
 
-def _to_dataframe(data: Any, spark: Any, sql: str | None) -> Any:
+def _as_text(spark: Any, df: Any, path: str, text_columns: Sequence[str]) -> Any:
+    """``df`` (a CSV read with inferred types) read again with ``text_columns`` as strings."""
+    from pyspark.sql import types as T
+
+    text = set(text_columns)
+    fields = df.schema.fields
+    if not any(f.name in text and not isinstance(f.dataType, T.StringType) for f in fields):
+        return df
+    schema = T.StructType(
+        [
+            T.StructField(f.name, T.StringType() if f.name in text else f.dataType, True)
+            for f in fields
+        ]
+    )
+    return spark.read.csv(path, header=True, schema=schema, mode="FAILFAST")
+
+
+def _to_dataframe(data: Any, spark: Any, sql: str | None, text_columns: Sequence[str] = ()) -> Any:
     if sql is not None:
         return (spark or session()).sql(sql)
     if _is_dataframe(data):
         return data
     if isinstance(data, str | Path):
-        return read(data, spark)
+        return read(data, spark, text_columns=text_columns)
 
     return to_dataframe(data, spark)
 
@@ -380,11 +414,12 @@ def partial_sums(
     master: str | None = None,
     num_partitions: int | None = None,
     batch_rows: int = CHUNK_ROWS,
+    text_columns: Sequence[str] = (),
 ) -> Partial:
     """:func:`fugu.engines.partial_sums` on Spark: ``mapInArrow`` per partition, summed."""
     if master is not None and spark is None:
         spark = session(master)
-    df = _to_dataframe(data, spark, sql)
+    df = _to_dataframe(data, spark, sql, text_columns)
     cols = list(columns)
     _check_columns(df, cols)
     df = df.select(*[_quote(c) for c in cols])
@@ -546,7 +581,7 @@ def histogram(
     domain.check_dense("a histogram")
     if master is not None and spark is None:
         spark = session(master)
-    df = _to_dataframe(data, spark, sql)
+    df = _to_dataframe(data, spark, sql, nominal_names(domain))
     names = list(domain.names)
     _check_columns(df, names)
     _check_types(df, domain)
@@ -578,7 +613,7 @@ def histogram_from_file(
     if sql is None:
         if path is None:
             raise InvalidParameterError("give a file path or sql=... (a Spark SQL query)")
-        data: Any = read(path, spark, format=format)
+        data: Any = read(path, spark, format=format, text_columns=nominal_names(domain))
     else:
         data = (spark or session()).sql(sql)
     return histogram(data, domain, out_of_domain=out_of_domain, spark=spark, **options)
