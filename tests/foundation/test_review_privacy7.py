@@ -17,6 +17,9 @@ Bugs found (each test failed before its fix):
 * An audit that no outcome could fail passed silently: with too few runs for ε (1,000 runs at
   ε = 6: the strongest possible evidence is a lower bound of 4.6) or ``alpha = 0``, a mechanism
   that publishes its input PASSED. Such audits are now refused, naming the runs needed.
+* A ``statistic`` that does not give one number per run was used as is: ``o[0]`` (the first
+  run, meant ``o[:, 0]``) or ``o[:, :2]`` made counts that are not out of the runs, and a
+  mechanism with true loss 2 at claimed 1 PASSED. Now refused with the shape it returned.
 * ``fugu report`` overwrote its inputs: ``-o`` naming the release replaced it with the HTML,
   and ``--data people.csv -o people.csv`` replaced the raw data with a report of its true
   values. Now refused (also through a symlink). ``fugu ldp simulate --report`` and ``fugu
@@ -330,3 +333,50 @@ def test_no_report_writer_overwrites_a_data_file(
     assert "new" in page.read_text()
     (tmp_path / "empty.html").write_text("")
     Report("x").save(tmp_path / "empty.html")
+
+
+# == 6. recommend: checked, data-independent ======================================================
+def test_recommend_never_reads_the_data(capsys: pytest.CaptureFixture[str]) -> None:
+    """'fugu recommend --data FILE' uses only the domain, the workload and ε: the same output
+    for a file that does not exist as for any other (no data read, no budget, nothing to leak).
+    The library function takes no data at all."""
+    from fugu.cli import main
+
+    outs = []
+    for data in ("/nonexistent/people.csv", "/nonexistent/other.parquet"):
+        args = ["recommend", "--data", data, "-a", "x:0..63,y:0..15", "-w", "random:50", "-e", "1"]
+        assert main([*args, "--json"]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and '"best"' in outs[0]
+
+
+# == 7. the auditor: a statistic of the wrong length is refused ====================================
+@pytest.mark.parametrize(
+    "statistic",
+    [
+        lambda o: o[0],  # the first run (k numbers), meant o[:, 0]; before: PASS, bound 0.54
+        lambda o: o[:, :2],  # two numbers per run; before: PASS, bound 0.92
+    ],
+)
+def test_a_statistic_of_the_wrong_length_is_refused(statistic: Callable[..., np.ndarray]) -> None:
+    """Four counts with discrete Laplace of scale 1 where replace-one needs 2: true loss 2 at
+    claimed 1 (the default statistic fails it, bound 1.37)."""
+
+    def broken(x: np.ndarray, rng: fugu.RandomSource, n: int) -> np.ndarray:
+        return x + fugu.noise.discrete_laplace(1.0, size=(n, 4), rng=rng)
+
+    x1, x2 = np.array([5, 0, 0, 0]), np.array([4, 1, 0, 0])
+    assert not audit(broken, x1, x2, 1.0, n_runs=20_000, vectorised=True).passed
+    with pytest.raises(fugu.FuguError, match="statistic must map"):
+        audit(broken, x1, x2, 1.0, n_runs=20_000, vectorised=True, statistic=statistic)
+    # shape (n, 1) is one number per run: accepted (cell 0 minus cell 1: 5 - 0 against 4 - 1)
+    res = audit(
+        broken,
+        x1,
+        x2,
+        1.0,
+        n_runs=20_000,
+        vectorised=True,
+        statistic=lambda o: o[:, :1] - o[:, 1:2],
+    )
+    assert not res.passed, str(res)

@@ -192,8 +192,7 @@ def audit(
 
     out1 = _run(mechanism, d1, rng, n_runs, vectorised)
     out2 = _run(mechanism, d2, rng, n_runs, vectorised)
-    s1 = np.asarray(stat_fn(out1), dtype=np.float64).reshape(-1)
-    s2 = np.asarray(stat_fn(out2), dtype=np.float64).reshape(-1)
+    s1, s2 = _statistic(stat_fn, out1), _statistic(stat_fn, out2)
     if discrete:
         both = np.concatenate([s1, s2])
         labels = np.unique(both[~np.isnan(both)])  # NaN is its own event below (NaN != NaN)
@@ -203,8 +202,8 @@ def audit(
     else:
         ps = np.concatenate(
             [
-                np.asarray(stat_fn(pilot1), np.float64).reshape(-1),
-                np.asarray(stat_fn(pilot2), np.float64).reshape(-1),
+                _statistic(stat_fn, pilot1),
+                _statistic(stat_fn, pilot2),
             ]
         )
         cuts = _cuts(ps, n_thresholds)
@@ -244,6 +243,20 @@ def audit(
         n_events=len(names),
         alpha=alpha,
     )
+
+
+def _statistic(
+    stat_fn: Callable[[NDArray[np.float64]], ArrayLike], out: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """One number per run, or an error: a statistic of another length (``o[0]``, the first run,
+    for ``o[:, 0]``, the first column) made counts that are not out of the runs, and passed."""
+    s = np.asarray(stat_fn(out), dtype=np.float64)
+    if s.size != out.shape[0] or (s.ndim > 1 and s.shape[0] != out.shape[0]):
+        raise InvalidParameterError(
+            f"statistic must map the ({out.shape[0]}, k) outputs to {out.shape[0]} numbers, one "
+            f"per run; it returned shape {s.shape} (a column is o[:, j], not o[j])"
+        )
+    return s.reshape(-1)
 
 
 def _check_can_fail(n_runs: int, a: float, eps: float, alpha: float, n_events: int) -> None:
