@@ -684,21 +684,34 @@ def _reject_constant(name: str) -> Any:
 def _check_delta(value: Any, name: str, bad: Any) -> float:
     """δ of an (ε, δ) guarantee: a number in [0, 1) (0: pure ε-DP)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad(f"{name} must be a number in [0, 1), got {value!r}")
-    v = float(value)
+        raise bad(f"{name} must be a number in [0, 1), got {_short(value)}")
+    v = _as_float(value)
     if not (math.isfinite(v) and 0 <= v < 1):
-        raise bad(f"{name} must be a number in [0, 1) (0 for pure ε-DP), got {value!r}")
+        raise bad(f"{name} must be a number in [0, 1) (0 for pure ε-DP), got {_short(value)}")
     return v
+
+
+def _as_float(value: int | float) -> float:
+    """``float(value)``; an integer beyond float's range (a ledger's JSON may hold one) is inf."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _check_number(value: Any, name: str, bad: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad(f"{name} must be a number, got {value!r}")
-    v = float(value)
+        raise bad(f"{name} must be a number, got {_short(value)}")
+    v = _as_float(value)
     if not math.isfinite(v) or v <= 0:
-        raise bad(f"{name} must be a finite number > 0, got {value!r}")
+        raise bad(f"{name} must be a finite number > 0, got {_short(value)}")
     if v > 1000:
-        raise bad(f"{name} is {value!r}, above the largest epsilon fugu accepts (1000)")
+        raise bad(f"{name} is {_short(value)}, above the largest epsilon fugu accepts (1000)")
     return v
 
 

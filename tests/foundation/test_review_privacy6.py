@@ -258,3 +258,22 @@ def test_a_nested_block_on_the_same_ledger_is_refused_not_a_hang(tmp_path: Path)
     assert Accountant.load(path).spent == pytest.approx(0.25)
     with ledger_file(path) as again:  # released: the next block opens
         again.spend(0.25, "next")
+
+
+# == 9. a ledger file with an integer beyond float's range ======================================
+@pytest.mark.parametrize("where", ["total", "entry", "delta", "entry delta"])
+def test_a_huge_integer_in_a_ledger_file_is_a_ledger_error(tmp_path: Path, where: str) -> None:
+    """Before: OverflowError (a traceback from 'fugu ledger show' and every --ledger command)."""
+    huge = "1" + "0" * 400
+    budget = {"total": f'{{"epsilon": {huge}}}', "delta": f'{{"epsilon": 1, "delta": {huge}}}'}
+    entry = {
+        "entry": f'{{"epsilon": {huge}, "what": "x", "time": "t"}}',
+        "entry delta": f'{{"epsilon": 0.1, "delta": {huge}, "what": "x", "time": "t"}}',
+    }
+    one = '{"epsilon": 1}'
+    text = '{"budget": ' + budget.get(where, one) + ', "ledger": [' + entry.get(where, "") + "]}"
+    path = tmp_path / "l.json"
+    path.write_text(text)
+    with pytest.raises(fugu.errors.LedgerError, match="corrupt") as info:
+        Accountant.load(path)
+    assert len(str(info.value)) < 400
