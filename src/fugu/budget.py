@@ -544,7 +544,9 @@ class Accountant:
         except (OSError, UnicodeDecodeError) as exc:
             raise LedgerError(f"cannot read ledger {str(p)!r}: {exc}") from None
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
+            data = json.loads(
+                text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates
+            )
         except (json.JSONDecodeError, ValueError, RecursionError) as exc:
             raise LedgerError(f"ledger {str(p)!r} is not valid JSON: {exc}") from None
         return cls.from_dict(data, source=str(p))
@@ -679,6 +681,16 @@ def _check_neighbours_text(neighbours: object) -> str | None:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a ledger may hold")
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice (JSON keeps the last silently) is refused."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {k!r} appears twice in one object")
+        out[k] = v
+    return out
 
 
 def _check_delta(value: Any, name: str, bad: Any) -> float:

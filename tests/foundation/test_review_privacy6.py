@@ -277,3 +277,23 @@ def test_a_huge_integer_in_a_ledger_file_is_a_ledger_error(tmp_path: Path, where
     with pytest.raises(fugu.errors.LedgerError, match="corrupt") as info:
         Accountant.load(path)
     assert len(str(info.value)) < 400
+
+
+# == 10. a key given twice in a ledger file =====================================================
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"budget": {"epsilon": 1, "epsilon": 5}, "ledger": []}',
+        '{"budget": {"epsilon": 1}, "ledger": [{"epsilon": 0.9, "epsilon": 0.1, "what": "x", '
+        '"time": "t"}]}',
+        '{"budget": {"epsilon": 1}, "ledger": [], "ledger": []}',
+    ],
+    ids=["total", "entry", "ledger"],
+)
+def test_a_key_given_twice_in_a_ledger_file_is_refused(tmp_path: Path, text: str) -> None:
+    """Before: JSON kept the last value silently (an entry reading 0.9 to a person counted 0.1;
+    a second 'ledger' list dropped every spend of the first)."""
+    path = tmp_path / "l.json"
+    path.write_text(text)
+    with pytest.raises(fugu.errors.LedgerError, match="appears twice"):
+        Accountant.load(path)
