@@ -145,7 +145,8 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
                 f"attribute {attr.name!r}: interval ({lo}, {hi}) leaves the domain "
                 f"[{e[0]:g}, {e[-1]:g}]"
             )
-        start = int(np.searchsorted(e, lo_f, side="right")) - 1
+        # the last bin holds its right edge too: a bound equal to e[-1] is in bin len(e) - 2
+        start = min(int(np.searchsorted(e, lo_f, side="right")) - 1, len(e) - 2)
         stop = min(int(np.searchsorted(e, hi_f, side="right")), len(e) - 1)
         return max(start, 0), max(stop, start + 1)
     assert attr.high is not None

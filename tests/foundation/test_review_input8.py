@@ -99,3 +99,19 @@ def test_cli_ldp_reads_nominal_csv_labels_as_written(tmp_path: Path, capsys: Any
         + ["--out", str(out)]
     )
     assert code == 0, capsys.readouterr().err  # was: 'm': 3 of 3 values outside the domain
+
+
+# -- 2. query bounds ------------------------------------------------------------------------------
+def test_a_query_at_the_top_edge_of_a_binned_attribute_is_in_the_last_bin() -> None:
+    """The last bin of Ordinal(edges=[0, 10, 50, 100]) is '[50, 100]' (it holds 100), but the
+    query inc=(100, 100) resolved to code bounds [3, 4) of a 3-bin axis: its exact answer was 0
+    (an empty slice) and Release.answer raised IndexError."""
+    dom = fugu.Domain([fugu.Ordinal("inc", edges=[0, 10, 50, 100])])
+    hist = fugu.Histogram(np.array([5, 6, 7]), dom)
+    top = fugu.RangeQuery({"inc": (100, 100)})
+    assert top.bounds(dom).tolist() == [[2, 3]]
+    assert top.answer(hist.counts, dom) == 7.0
+    assert fugu.Histogram(np.array([0, 0, 1]), dom).domain.encode({"inc": [100]}).tolist() == [2]
+    rel = fugu.central.laplace(hist, 1.0, rng=fugu.RandomSource(seed=1))
+    assert rel.answer(top) == rel.answer(fugu.RangeQuery({"inc": ("[50, 100]", "[50, 100]")}))
+    assert fugu.Workload([top]).answer(hist.counts, dom).tolist() == [7.0]
