@@ -127,8 +127,9 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
                 )
         return labels.index(str(lo)), labels.index(str(hi)) + 1
     try:
-        lo_f, hi_f = float(lo), float(hi)
-    except (TypeError, ValueError):
+        # integers stay exact (float() would move 2**53 + 1 to 2**53); the rest become floats
+        lo_f, hi_f = _bound(lo), _bound(hi)
+    except (TypeError, ValueError, OverflowError):
         raise DomainError(
             f"attribute {attr.name!r}: interval bounds must be numbers, got {cond!r}"
         ) from None
@@ -159,6 +160,13 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
     if lo_f != math.floor(lo_f) or hi_f != math.floor(hi_f):
         raise DomainError(f"attribute {attr.name!r} takes integer bounds, got ({lo}, {hi})")
     return int(lo_f) - attr.low, int(hi_f) - attr.low + 1
+
+
+def _bound(v: Any) -> int | float:
+    """A query bound as a number: Python / numpy integers exactly, anything else as a float."""
+    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+        return int(v)
+    return float(v)
 
 
 def parse_condition(text: str) -> tuple[str, Condition]:

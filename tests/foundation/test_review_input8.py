@@ -115,3 +115,15 @@ def test_a_query_at_the_top_edge_of_a_binned_attribute_is_in_the_last_bin() -> N
     rel = fugu.central.laplace(hist, 1.0, rng=fugu.RandomSource(seed=1))
     assert rel.answer(top) == rel.answer(fugu.RangeQuery({"inc": ("[50, 100]", "[50, 100]")}))
     assert fugu.Workload([top]).answer(hist.counts, dom).tolist() == [7.0]
+
+
+def test_integer_query_bounds_beyond_2_to_53_are_exact() -> None:
+    """Bounds went through float(): on Ordinal('t', 2**53, 2**53 + 9) the query t = 2**53 + 1
+    (code 1) resolved to code 0, the count of another value, silently."""
+    low = 2**53
+    dom = fugu.Domain([fugu.Ordinal("t", low, low + 9)])
+    assert fugu.RangeQuery({"t": (low + 1, low + 1)}).bounds(dom).tolist() == [[1, 2]]
+    assert fugu.RangeQuery({"t": np.int64(low + 3)}).bounds(dom).tolist() == [[3, 4]]
+    assert fugu.RangeQuery({"t": (low + 1, low + 9)}).volume(dom) == 9
+    with pytest.raises(fugu.DomainError, match="leaves the domain"):
+        fugu.RangeQuery({"t": (low - 1, low + 1)}).bounds(dom)
