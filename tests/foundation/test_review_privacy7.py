@@ -406,3 +406,18 @@ def test_the_false_alarm_rate_is_at_most_alpha_at_the_boundary() -> None:
         kw = {"n_runs": 2_000, "vectorised": True, "alpha": 0.2, "discrete": discrete}
         fails = sum(not audit(count, 0, 1, 1.0, seed=s, **kw).passed for s in range(200))
         assert fails <= 60, (discrete, fails)
+
+
+def test_reports_escape_user_strings(tmp_path: Path) -> None:
+    """Attribute and category names, release labels and the title come from users' files."""
+    from fugu.report.release_report import write_release_report
+
+    x = "<script>alert(1)</script>"
+    job = fugu.Nominal('job"' + x, ["a" + x, "b'<i>"])
+    dom = fugu.Domain([job, fugu.Ordinal("age" + x, 0, 9)])
+    h = fugu.Histogram(np.arange(20).reshape(2, 10), dom)
+    rels = [(x + ".npz", fugu.central.laplace(h, 1.0)), ("h" + x, fugu.central.hierarchical(h, 1))]
+    page = write_release_report(
+        rels, tmp_path / "x.html", truth=lambda d: h.counts, title="T" + x, n_queries=30
+    ).read_text()
+    assert "<script>" not in page and "<i>" not in page and "&lt;script&gt;" in page
