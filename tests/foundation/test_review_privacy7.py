@@ -36,6 +36,12 @@ Bugs found (each test failed before its fix):
   ones; its warning was a plain paragraph under the title 'fugu report: 1 release(s)'. The title
   now says 'publisher only: shows true values, not for release' and the paragraph is a note.
 
+Found, not fixed here (another owner's file): ``tests/ldp/test_hdg.py``'s
+``test_hdg_client_passes_ldp_audit[olh]`` audits the OLH client on ``y`` alone, dropping the hash
+seed; ``y`` is then uniform whatever the record, so the audit cannot fail (an HDG OLH client at
+ε = 8 passes it at claimed ε = 1). The audit that can fail, on the report's support of the two
+records' cells, is below (ε = 1 passes at 0.93-0.94, ε = 2 fails at 1.94).
+
 Checked and found correct: the auditor's bounds (Clopper-Pearson in the right directions,
 lower over upper; Bonferroni over four one-sided bounds per event; events, cuts, atoms and the
 projection all chosen on an independent pilot; ``discrete=True`` labels come from the counted
@@ -421,3 +427,45 @@ def test_reports_escape_user_strings(tmp_path: Path) -> None:
         rels, tmp_path / "x.html", truth=lambda d: h.counts, title="T" + x, n_queries=30
     ).read_text()
     assert "<script>" not in page and "<i>" not in page and "&lt;script&gt;" in page
+
+
+# == 8. HDG's OLH client: an audit that can fail ===================================================
+def _hdg_support_mechanism(proto: object, group: int) -> Callable[..., np.ndarray]:
+    """The report's support of the two records' cells (2 bits), as tests/ldp/test_ldp_audits.py
+    does for HIO/LHIO/CALM. tests/ldp/test_hdg.py audits the OLH client on ``y`` alone, without
+    the hash seed: ``y`` is then uniform whatever the record, and a client at ε = 8 passed its
+    audit at ε = 1 (bounds below 0)."""
+    from fugu.ldp.oracles import olh_hash
+
+    def mech(record: list[int], rng: fugu.RandomSource, n: int) -> np.ndarray:
+        codes = np.repeat(np.asarray(record, dtype=np.int64)[None], n, axis=0)
+        groups = np.full(n, group)
+        cols = proto.client(rng).perturb(codes, groups=groups).columns  # type: ignore[attr-defined]
+        c1 = int(proto.cells(np.zeros((1, 3), np.int64), groups[:1])[0])  # type: ignore[attr-defined]
+        c2 = int(proto.cells(np.full((1, 3), 7, np.int64), groups[:1])[0])  # type: ignore[attr-defined]
+        assert c1 != c2 and "seed" in cols  # an OLH group
+        g = proto._grouped.g  # type: ignore[attr-defined]
+        s1 = olh_hash(c1, cols["seed"], g) == cols["y"]
+        s2 = olh_hash(c2, cols["seed"], g) == cols["y"]
+        return (2 * s1 + s2).astype(np.float64)
+
+    return mech
+
+
+def test_hdg_olh_client_audit_that_can_fail() -> None:
+    from fugu.ldp import HDG
+
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    for group in (0, 3):  # a 1-D grid and the pair (a0, a1)
+        ok = HDG(dom, 1.0, g1=2, g2=2, oracle="olh")
+        res = audit(
+            _hdg_support_mechanism(ok, group), [0, 0, 0], [7, 7, 7], 1.0,
+            n_runs=60_000, discrete=True, vectorised=True,
+        )  # fmt: skip
+        assert res.passed, (group, str(res))
+        loud = HDG(dom, 2.0, g1=2, g2=2, oracle="olh")
+        res = audit(
+            _hdg_support_mechanism(loud, group), [0, 0, 0], [7, 7, 7], 1.0,
+            n_runs=60_000, discrete=True, vectorised=True,
+        )  # fmt: skip
+        assert not res.passed and res.epsilon_lower_bound > 1.2, (group, str(res))
