@@ -35,7 +35,8 @@ concurrent releases never overspend and every successful spend is recorded.
 
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "ledger.json")
->>> fugu.Accountant(1.0).save(path)
+>>> fugu.budget.create_ledger(path, 1.0)
+Accountant(total=1, model='central-dp', spent=0, remaining=1, entries=0)
 >>> with fugu.budget.ledger_file(path, model="central-dp") as acct:
 ...     acct.spend(0.25, "first release")
 >>> fugu.Accountant.load(path).remaining
@@ -49,6 +50,7 @@ import math
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -522,9 +524,14 @@ class Accountant:
 
         A reader never sees a half-written file. ``save`` alone does not lock: to share a ledger
         between processes use :func:`ledger_file`, which locks around read-check-spend-write.
+        It refuses to write over a ledger file that records a spend this accountant does not
+        hold (a fresh accountant saved over a spent ledger would forget its spends): create
+        ledgers with :func:`create_ledger`, which never overwrites.
         """
         # through a symlink: replace the file it points to, not the link
-        _atomic_write(Path(os.path.realpath(path)), json.dumps(self.to_dict(), indent=2) + "\n")
+        real = Path(os.path.realpath(path))
+        _refuse_forgetting(real, self.ledger)
+        _atomic_write(real, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Accountant:
@@ -727,6 +734,31 @@ def _check_number(value: Any, name: str, bad: Any) -> float:
     return v
 
 
+def _refuse_forgetting(path: Path, ledger: Sequence[LedgerEntry]) -> None:
+    """Raise if the ledger file ``path`` records a spend missing from ``ledger``."""
+    if not path.exists():
+        return
+    try:
+        old = Accountant.load(path)
+    except LedgerError:
+        return  # not a valid ledger: no spend recorded there to keep
+
+    def key(e: LedgerEntry) -> tuple[float, str, str, float]:
+        return (e.epsilon, e.what, e.time, e.delta)
+
+    missing = Counter(map(key, old.ledger)) - Counter(map(key, ledger))
+    if missing:
+        n = sum(missing.values())
+        eps = math.fsum(k[0] * c for k, c in missing.items())
+        raise LedgerError(
+            f"ledger {str(path)!r} records {n} spend(s) ({eps:g} epsilon) that this accountant "
+            "does not hold; writing it would forget them. Spend from that ledger with 'with "
+            "fugu.budget.ledger_file(path) as acct:', create new ledgers with "
+            "fugu.budget.create_ledger (it never overwrites), or delete the old file "
+            "deliberately if its releases were never published"
+        )
+
+
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and rename."""
     data = text.encode("utf-8")
@@ -876,7 +908,7 @@ def ledger_file(
     --------
     >>> import os, tempfile, fugu
     >>> path = os.path.join(tempfile.mkdtemp(), "l.json")
-    >>> fugu.Accountant(fugu.Budget(1.0, model="ldp")).save(path)
+    >>> _ = create_ledger(path, 1.0, model="ldp")
     >>> try:
     ...     with ledger_file(path, model="central-dp"):
     ...         pass

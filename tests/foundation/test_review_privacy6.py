@@ -297,3 +297,24 @@ def test_a_key_given_twice_in_a_ledger_file_is_refused(tmp_path: Path, text: str
     path.write_text(text)
     with pytest.raises(fugu.errors.LedgerError, match="appears twice"):
         Accountant.load(path)
+
+
+# == 11. Accountant.save over a ledger that records spends it does not hold =====================
+def test_saving_a_fresh_accountant_over_a_spent_ledger_is_refused(tmp_path: Path) -> None:
+    """fugu.budget's own example created a ledger with ``Accountant(1.0).save(path)``; run
+    twice (a daily script), the second run wrote a fresh ledger over the first's spends.
+    Before: the 0.6 spent was forgotten and another 1.0 could be spent."""
+    path = tmp_path / "l.json"
+    Accountant(1.0).save(path)
+    with ledger_file(path) as acct:
+        acct.spend(0.6, "monday's release")
+    with pytest.raises(fugu.errors.LedgerError, match="would forget them"):
+        Accountant(1.0).save(path)
+    assert Accountant.load(path).spent == pytest.approx(0.6)
+    # an accountant that holds every recorded spend may write the file (e.g. a copy of it)
+    back = Accountant.load(path)
+    back.spend(0.1, "more")
+    back.save(path)
+    assert Accountant.load(path).spent == pytest.approx(0.7)
+    doc = fugu.budget.__doc__ or ""
+    assert "Accountant(1.0).save(path)" not in doc and "create_ledger(path" in doc
