@@ -35,6 +35,9 @@ Bugs found (each test failed before its fix):
 * ``fugu report --data`` (the example in its ``--help``) shows true answers next to released
   ones; its warning was a plain paragraph under the title 'fugu report: 1 release(s)'. The title
   now says 'publisher only: shows true values, not for release' and the paragraph is a note.
+* The plain-words guarantee in reports ignored δ: for Karwa et al.'s (ε, δ) k-triangle count it
+  promised 'at most 73% sure afterwards, however much else they know' (pure ε-DP), while the
+  guarantee's own describe() says the bound may fail with probability δ. Now it says so.
 
 Found, not fixed here (another owner's file): ``tests/ldp/test_hdg.py``'s
 ``test_hdg_client_passes_ldp_audit[olh]`` audits the OLH client on ``y`` alone, dropping the hash
@@ -469,3 +472,26 @@ def test_hdg_olh_client_audit_that_can_fail() -> None:
             n_runs=60_000, discrete=True, vectorised=True,
         )  # fmt: skip
         assert not res.passed and res.epsilon_lower_bound > 1.2, (group, str(res))
+
+
+# == 9. reports: an (ε, δ) release is not described as pure ε-DP ===================================
+def test_plain_words_of_an_epsilon_delta_release_mention_delta(tmp_path: Path) -> None:
+    """Karwa et al.'s k-triangle count is (ε, δ)-edge DP. Its guarantee's describe() says the
+    factor bound may fail with probability δ, but the plain-words section of 'fugu report'
+    said 'at most 73% sure afterwards, however much else they know': the pure-ε promise."""
+    import networkx as nx
+
+    from fugu.report.plain import plain_text
+    from fugu.report.release_report import write_release_report
+
+    rel = fugu.graph.count(
+        nx.karate_club_graph(), "2-triangle", 1.0, unit="edge", mechanism="karwa", delta=1e-6
+    )
+    assert rel.guarantee.delta == 1e-6
+    text = plain_text(rel.guarantee)
+    assert "delta = 1e-06" in text and "not pure epsilon-DP" in text
+    assert "however much else they know" not in text
+    page = write_release_report([("k", rel)], tmp_path / "k.html").read_text()
+    assert "not pure epsilon-DP" in page
+    pure = plain_text(fugu.Guarantee("edge-dp", 1.0, "one edge", "laplace"))
+    assert "delta" not in pure and "however much else they know" in pure

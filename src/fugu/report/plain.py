@@ -90,21 +90,30 @@ def plain_words(g: Any) -> dict[str, str]:
     Returns a dict with keys ``protects``, ``cannot``, ``can``, ``strength``, ``caveats``.
     """
     eps = float(g.epsilon)
+    delta = float(getattr(g, "delta", 0.0) or 0.0)
     who, cannot, can = _unit_sentence(g.model, g)
     post = posterior_bound(eps)
-    strength = (
-        f"epsilon = {eps:g}: seeing the release multiplies the odds of any conclusion about the "
-        f"protected unit by at most e^{eps:g} = {math.exp(eps):.3g}. An adversary who thought "
-        f"something was a 50/50 guess can be at most {post:.0%} sure afterwards, however much "
-        "else they know. "
-        + (
-            "This is a strong guarantee."
-            if eps <= 1
-            else "This is a moderate guarantee; epsilon above 2 to 4 protects little in the "
-            "worst case."
-            if eps <= 4
-            else "This is a weak guarantee."
+    if delta:  # (ε, δ): the factor bound is not certain (Guarantee.describe says the same)
+        bound = (
+            f"epsilon = {eps:g}, delta = {delta:g}: seeing the release multiplies the odds of "
+            f"any conclusion about the protected unit by at most e^{eps:g} = "
+            f"{math.exp(eps):.3g}, except that with probability up to {delta:g} this bound may "
+            "fail (this is (epsilon, delta)-DP, not pure epsilon-DP). Otherwise an adversary "
+            f"who thought something was a 50/50 guess can be at most {post:.0%} sure afterwards. "
         )
+    else:
+        bound = (
+            f"epsilon = {eps:g}: seeing the release multiplies the odds of any conclusion about "
+            f"the protected unit by at most e^{eps:g} = {math.exp(eps):.3g}. An adversary who "
+            f"thought something was a 50/50 guess can be at most {post:.0%} sure afterwards, "
+            "however much else they know. "
+        )
+    strength = bound + (
+        "This is a strong guarantee."
+        if eps <= 1
+        else "This is a moderate guarantee; epsilon above 2 to 4 protects little in the worst case."
+        if eps <= 4
+        else "This is a weak guarantee."
     )
     caveats = []
     if not getattr(g, "private", True):
