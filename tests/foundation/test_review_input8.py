@@ -127,3 +127,48 @@ def test_integer_query_bounds_beyond_2_to_53_are_exact() -> None:
     assert fugu.RangeQuery({"t": (low + 1, low + 9)}).volume(dom) == 9
     with pytest.raises(fugu.DomainError, match="leaves the domain"):
         fugu.RangeQuery({"t": (low - 1, low + 1)}).bounds(dom)
+
+
+# -- 3. CLI options: read as given, never truncated or coerced ----------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-m", "hat-tree", "-o", "fanout=2.9"],  # was run with fanout 2
+        ["-m", "ordered-hierarchical", "--policy", "line", "-o", "fanout=2.9"],  # fanout 2
+        ["-m", "ordered-hierarchical", "--policy", "line", "-o", "height=2.5"],  # height 2
+        ["-m", "ordered-hierarchical", "--policy", "line", "-o", "fanout=4", "--branching", "2"],
+        ["-m", "ordered-hierarchical", "--policy", "line", "-o", "eps_split=true"],  # 1.0
+        ["-m", "ordered", "--policy", "line", "-o", "inference=2"],  # was true
+        ["-m", "hierarchical", "-o", "consistency=2"],  # was true
+        ["-m", "hierarchical", "-o", "nonnegative=0.5"],  # was true
+    ],
+)
+def test_cli_release_options_are_not_truncated_or_coerced(
+    tmp_path: Path, capsys: Any, args: list[str]
+) -> None:
+    from fugu.cli import main
+
+    data = tmp_path / "ages.csv"
+    data.write_text("age\n1\n2\n3\n")
+    out = tmp_path / "rel.npz"
+    code = main(
+        ["release", "--data", str(data), "-a", "age:0..63", "-e", "1", "--out", str(out), *args]
+    )
+    err = capsys.readouterr().err
+    assert code != 0 and ("must be" in err or "once" in err), err
+    assert not out.exists()
+
+
+def test_cli_integral_option_values_still_work(tmp_path: Path, capsys: Any) -> None:
+    from fugu.cli import main
+
+    data = tmp_path / "ages.csv"
+    data.write_text("age\n1\n2\n3\n")
+    for args in (
+        ["-m", "hat-tree", "-o", "fanout=4.0", "-o", "strategy=hats"],
+        ["-m", "ordered-hierarchical", "--policy", "line", "--branching", "4", "-o", "fanout=4"],
+        ["-m", "hierarchical", "-o", "consistency=1", "-o", "nonnegative=false"],
+    ):
+        code = main(["release", "--data", str(data), "-a", "age:0..63", "-e", "1", "--json", *args])
+        assert code == 0, capsys.readouterr().err
+        capsys.readouterr()

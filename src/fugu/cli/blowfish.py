@@ -17,6 +17,7 @@ from ._common import (
     register_mechanism,
     table,
 )
+from .central import bool_option, float_option, int_option
 
 
 def release_policy(spec: Any, domain: Any, neighbours: str | None) -> Any:
@@ -39,15 +40,6 @@ def _policy(hist: Any, options: dict[str, Any]) -> Any:
     return release_policy(options.get("policy"), hist.domain, options.get("neighbours"))
 
 
-def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
-    v = options.get(key, default)
-    if isinstance(v, str):
-        if v.lower() not in ("true", "false"):
-            raise InvalidParameterError(f"option {key} must be true or false, got {v!r}")
-        return v.lower() == "true"
-    return bool(v)
-
-
 def _ordered(
     hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
 ) -> Any:
@@ -57,7 +49,7 @@ def _ordered(
         hist,
         epsilon,
         _policy(hist, options),
-        inference=_bool(options, "inference", False),
+        inference=bool_option(options, "inference", False),
         rng=rng,
         accountant=accountant,
     )
@@ -68,15 +60,20 @@ def _ordered_hierarchical(
 ) -> Any:
     from ..blowfish import ordered_hierarchical
 
-    fanout = options.get("fanout", options.get("branching"))
+    fanout, branching = int_option(options, "fanout"), int_option(options, "branching")
+    if fanout is not None and branching is not None and fanout != branching:
+        raise InvalidParameterError(
+            f"give the tree's fan-out once: -o fanout={fanout} and --branching {branching} "
+            "(the same option) differ"
+        )
     return ordered_hierarchical(
         hist,
         epsilon,
         _policy(hist, options),
-        fanout=None if fanout is None else int(fanout),
-        height=None if options.get("height") is None else int(options["height"]),
-        eps_split=None if options.get("eps_split") is None else float(options["eps_split"]),
-        consistency=_bool(options, "consistency", True),
+        fanout=fanout if fanout is not None else branching,
+        height=int_option(options, "height"),
+        eps_split=float_option(options, "eps_split"),
+        consistency=bool_option(options, "consistency", True),
         rng=rng,
         accountant=accountant,
     )

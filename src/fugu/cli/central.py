@@ -21,13 +21,38 @@ from ._common import (
 )
 
 
-def _bool(options: dict[str, Any], key: str, default: bool) -> bool:
+def bool_option(options: dict[str, Any], key: str, default: bool) -> bool:
+    """The ``-o key=true|false`` option (``1`` / ``0`` too); any other value is refused, never
+    read as true because it is not empty (``-o consistency=2``)."""
     v = options.get(key, default)
-    if isinstance(v, str):
-        if v.lower() not in ("true", "false"):
-            raise InvalidParameterError(f"option {key} must be true or false, got {v!r}")
+    if isinstance(v, str) and v.lower() in ("true", "false"):
         return v.lower() == "true"
-    return bool(v)
+    if isinstance(v, bool | int) and v in (0, 1):
+        return bool(v)
+    raise InvalidParameterError(f"option {key} must be true or false, got {v!r}")
+
+
+def int_option(options: dict[str, Any], key: str, hint: str = "") -> int | None:
+    """The integer option ``-o key=N`` (None when absent or empty). A fractional or non-number
+    value is refused: ``int()`` would truncate ``-o fanout=2.9`` to 2 silently."""
+    v = options.get(key)
+    if v is None or v == "":
+        return None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidParameterError(f"option {key} must be an integer, got {v!r}{hint}")
+    return v
+
+
+def float_option(options: dict[str, Any], key: str) -> float | None:
+    """The number option ``-o key=x`` (None when absent); ``true`` / text are refused."""
+    v = options.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise InvalidParameterError(f"option {key} must be a number, got {v!r}")
+    return float(v)
 
 
 def _hierarchical(
@@ -40,8 +65,8 @@ def _hierarchical(
         epsilon,
         branching=options.get("branching"),
         budget=options.get("budget", "optimal"),
-        consistency=_bool(options, "consistency", True),
-        nonnegative=_bool(options, "nonnegative", False),
+        consistency=bool_option(options, "consistency", True),
+        nonnegative=bool_option(options, "nonnegative", False),
         flat=[f for f in str(options["flat"]).split(",") if f] if options.get("flat") else None,
         neighbours=options.get("neighbours", "replace"),
         strategy=options.get("strategy", "auto"),
@@ -55,14 +80,9 @@ def _hat_tree(
 ) -> Any:
     from ..central import hat_tree
 
-    fanout = options.get("fanout")
-    try:
-        fanout = None if fanout in (None, "") else int(fanout)
-    except ValueError:
-        raise InvalidParameterError(
-            f"option fanout must be an integer >= 2, got {fanout!r}; or leave it out to let "
-            "the expected error choose"
-        ) from None
+    fanout = int_option(
+        options, "fanout", " (>= 2); or leave it out to let the expected error choose"
+    )
     return hat_tree(
         hist,
         epsilon,
