@@ -38,6 +38,11 @@ Bugs found (each test failed before its fix):
 * The plain-words guarantee in reports ignored δ: for Karwa et al.'s (ε, δ) k-triangle count it
   promised 'at most 73% sure afterwards, however much else they know' (pure ε-DP), while the
   guarantee's own describe() says the bound may fail with probability δ. Now it says so.
+* The plain words of every central-DP release said an adversary 'cannot learn whether any one
+  person is in the data', also under replace-one neighbours, where the number of records is
+  public and the hierarchical mechanism releases it exactly (80 records against 81 with Alice:
+  told apart with certainty). Under replace-one they now promise the record's values only and
+  say the exact count is learnable.
 
 Found, not fixed here (another owner's file): ``tests/ldp/test_hdg.py``'s
 ``test_hdg_client_passes_ldp_audit[olh]`` audits the OLH client on ``y`` alone, dropping the hash
@@ -495,3 +500,26 @@ def test_plain_words_of_an_epsilon_delta_release_mention_delta(tmp_path: Path) -
     assert "not pure epsilon-DP" in page
     pure = plain_text(fugu.Guarantee("edge-dp", 1.0, "one edge", "laplace"))
     assert "delta" not in pure and "however much else they know" in pure
+
+
+def test_plain_words_do_not_promise_membership_under_replace_one() -> None:
+    """Under replace-one neighbours the number of records is public and the hierarchical
+    mechanism releases it exactly: D (80 records) and D plus Alice (81) give totals 80 and 81,
+    so whether Alice is in the data is learned with certainty. The report's plain words said
+    an adversary 'cannot learn whether any one person is in the data'."""
+    from fugu.report.plain import plain_words
+
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 15)])
+    with_alice = np.r_[np.full(15, 5), 6]
+    totals = [
+        fugu.central.hierarchical(fugu.Histogram(c, dom), 1.0).answer({})
+        for c in (np.full(16, 5), with_alice)
+    ]
+    assert totals == [80.0, 81.0]  # the exact n: membership is not protected
+    rel = fugu.central.hierarchical(fugu.Histogram(with_alice, dom), 1.0)
+    w = plain_words(rel.guarantee)
+    assert "whether any one person is in the data" not in w["cannot"]
+    assert "exact number of records" in w["can"]
+    # add/remove neighbours protect membership, and say so
+    rel = fugu.central.hierarchical(fugu.Histogram(with_alice, dom), 1.0, neighbours="add-remove")
+    assert "whether any one person is in the data" in plain_words(rel.guarantee)["cannot"]

@@ -35,6 +35,20 @@ def _unit_sentence(model: str, g: Any) -> tuple[str, str, str]:
     """(who is protected, what the adversary cannot learn, what remains learnable)."""
     params = dict(getattr(g, "parameters", {}) or {})
     policy = params.get("policy")
+    if model == "central-dp" and "replace" in str(getattr(g, "neighbours", "")):
+        # bounded DP: the number of records is public and may be released exactly, so
+        # membership is not what it protects (a record added changes the exact total)
+        return (
+            "every person in the data (one record each)",
+            "what any one person's record says",
+            "the exact number of records: under replace-one neighbours it is public and may be "
+            "released exactly, so whether one person is in the data at all is not protected "
+            "when the count gives it away (use add/remove neighbours to protect that too); and "
+            "patterns over many people: counts, proportions and trends, to within the stated "
+            'error. A fact that holds for a whole group ("most people aged 20-29 earn under '
+            '50K") is learned about everyone in that group, in the data or not: that is the '
+            "purpose of the release, not a leak.",
+        )
     if model == "central-dp":
         return (
             "every person in the data (one record each)",
