@@ -509,14 +509,7 @@ class Accountant:
             "format": LEDGER_FORMAT,
             "version": LEDGER_VERSION,
             "budget": asdict(self.budget),
-            "ledger": [
-                {
-                    k: v
-                    for k, v in {**asdict(e), "parts": list(e.parts)}.items()
-                    if not (k in ("policy", "neighbours") and v is None or k == "delta" and not v)
-                }
-                for e in self.ledger
-            ],
+            "ledger": [_entry_dict(e) for e in self.ledger],
         }
 
     def save(self, path: str | Path) -> None:
@@ -672,6 +665,22 @@ class Accountant:
             for e in self.ledger
         ]
         return "\n".join(lines)
+
+
+def _entry_dict(e: LedgerEntry) -> dict[str, Any]:
+    """One entry as the ledger file writes it (policy, neighbours and delta only when set).
+
+    Written field by field: ``dataclasses.asdict`` made a spend in a ledger block of 5,000
+    entries take ~0.1 s, now that every spend is written at once."""
+    d: dict[str, Any] = {"epsilon": e.epsilon, "what": e.what, "time": e.time}
+    d["parts"] = list(e.parts)
+    if e.policy is not None:
+        d["policy"] = e.policy
+    if e.delta:
+        d["delta"] = e.delta
+    if e.neighbours is not None:
+        d["neighbours"] = e.neighbours
+    return d
 
 
 #: The central-DP neighbour relations a ledger entry may record (see ``fugu.mechanism``).
