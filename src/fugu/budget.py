@@ -997,11 +997,12 @@ def ledger_file(
         try:
             yield acct
         finally:
-            acct._persist = None
-            acct._closed = str(p)  # spends after the block would never reach the file
-            if acct.ledger != written[0]:  # the ledger list changed by hand inside the block
-                still_held()
-                acct.save(real)
+            with acct._lock:  # a spend under way in another thread is written first
+                acct._persist = None
+                acct._closed = str(p)  # spends after the block would never reach the file
+                if acct.ledger != written[0]:  # the ledger list changed by hand in the block
+                    still_held()
+                    acct.save(real)
 
 
 def create_ledger(

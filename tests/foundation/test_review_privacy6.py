@@ -318,3 +318,43 @@ def test_saving_a_fresh_accountant_over_a_spent_ledger_is_refused(tmp_path: Path
     assert Accountant.load(path).spent == pytest.approx(0.7)
     doc = fugu.budget.__doc__ or ""
     assert "Accountant(1.0).save(path)" not in doc and "create_ledger(path" in doc
+
+
+# == 12. a spend in another thread while the block ends ==========================================
+def test_a_spend_racing_the_end_of_the_block_is_written_or_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker thread is inside spend (past the open-block check) when the main thread leaves
+    the block. Before: the block's end cleared the writer unlocked, the worker's spend was
+    appended without a write and its mechanism went on (lost). Now the block's end waits for
+    the spend, which is written."""
+    import threading
+
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    in_check, go = threading.Event(), threading.Event()
+    real_check = Accountant.check
+
+    def slow_check(self: Accountant, epsilon: float, what: str) -> None:
+        if what == "worker":
+            in_check.set()
+            go.wait(10)
+        real_check(self, epsilon, what)
+
+    monkeypatch.setattr(Accountant, "check", slow_check)
+    errors: list[BaseException] = []
+
+    def worker(acct: Accountant) -> None:
+        try:
+            acct.spend(0.4, "worker")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with ledger_file(path) as acct:
+        t = threading.Thread(target=worker, args=(acct,))
+        t.start()
+        assert in_check.wait(10)
+        threading.Timer(0.3, go.set).start()
+    t.join(10)
+    assert not errors, errors
+    assert Accountant.load(path).spent == pytest.approx(0.4)
