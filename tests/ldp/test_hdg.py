@@ -96,11 +96,24 @@ def test_fast_oue_matches_oracle_distribution_and_support() -> None:
 
 
 def _client_mechanism(proto, group):
+    """The client's report for one record, as a number per run. An OLH report (seed, y) is
+    summarised by its support of the two audited records' cells (2 bits): ``y`` alone is
+    uniform whatever the record, so an audit of ``y`` could never fail."""
+    from fugu.ldp.oracles import olh_hash
+
     def mech(record, rng, n):
         codes = np.repeat(np.asarray(record, dtype=np.int64)[None], n, axis=0)
-        rep = proto.client(rng).perturb(codes, groups=np.full(n, group))
+        groups = np.full(n, group)
+        rep = proto.client(rng).perturb(codes, groups=groups)
         if "bits" in rep.columns:
             return rep.columns["bits"][:, 0].astype(np.float64)  # 2x2 grid: 4 bits, one byte
+        if "seed" in rep.columns:
+            seed, y, g = rep.columns["seed"], rep.columns["y"], proto._grouped.g
+            c0, c7 = (int(proto.cells(np.full((1, 3), v, np.int64), groups[:1])[0]) for v in (0, 7))
+            assert c0 != c7
+            return (2 * (olh_hash(c0, seed, g) == y) + (olh_hash(c7, seed, g) == y)).astype(
+                np.float64
+            )
         return rep.columns["y"].astype(np.float64)
 
     return mech
@@ -119,10 +132,12 @@ def test_hdg_client_passes_ldp_audit(oracle) -> None:
         assert res.passed, str(res)
 
 
-def test_audit_catches_a_client_with_twice_the_epsilon() -> None:
-    """A client that really runs with ε = 2 must fail an audit at the claimed ε = 1."""
+@pytest.mark.parametrize("oracle", ["oue", "grr", "olh"])
+def test_audit_catches_a_client_with_twice_the_epsilon(oracle) -> None:
+    """A client that really runs with ε = 2 must fail an audit at the claimed ε = 1 (for OLH
+    this checks that the audited statistic can see the record at all)."""
     dom = fugu.datasets.synthetic_domain(3, 8)
-    loud = HDG(dom, 2.0, g1=2, g2=2)
+    loud = HDG(dom, 2.0, g1=2, g2=2, oracle=oracle)
     res = audit(
         _client_mechanism(loud, 3), [0, 0, 0], [7, 7, 7], 1.0,
         n_runs=60_000, discrete=True, vectorised=True,
