@@ -35,8 +35,9 @@ def atomic_write(
     tmp = folder / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
         mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-        # O_EXCL on a random name; 0o666 filtered by the umask, as a plain open() would
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        # O_EXCL on a random name; 0o666 filtered by the umask, as a plain open() would, and
+        # never more open than the file replaced (readable by others while being written)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode)
     except OSError as exc:
         raise error(f"cannot write {str(path)!r}: {exc}") from None
     try:

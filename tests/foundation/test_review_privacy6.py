@@ -358,3 +358,28 @@ def test_a_spend_racing_the_end_of_the_block_is_written_or_refused(
     t.join(10)
     assert not errors, errors
     assert Accountant.load(path).spent == pytest.approx(0.4)
+
+
+# == 13. a file written atomically is never more open than the file it replaces ==================
+def test_atomic_write_never_widens_the_permissions_while_writing(tmp_path: Path) -> None:
+    """Before: the temporary file was created 0o666 & ~umask (0o644 here) and narrowed to the
+    old file's 0o600 only after the contents were written, so another user could open it and
+    read a private release or ledger while it was written."""
+    from fugu._files import atomic_write
+
+    path = tmp_path / "rel.npz"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o600)
+    seen: list[int] = []
+
+    def write(fh: object) -> None:
+        seen.append(os.fstat(fh.fileno()).st_mode & 0o777)  # type: ignore[attr-defined]
+        fh.write(b"new")  # type: ignore[attr-defined]
+
+    old_umask = os.umask(0o022)
+    try:
+        atomic_write(path, write)
+    finally:
+        os.umask(old_umask)
+    assert seen == [0o600]
+    assert path.read_bytes() == b"new" and path.stat().st_mode & 0o777 == 0o600
