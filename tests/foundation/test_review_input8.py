@@ -172,3 +172,71 @@ def test_cli_integral_option_values_still_work(tmp_path: Path, capsys: Any) -> N
         code = main(["release", "--data", str(data), "-a", "age:0..63", "-e", "1", "--json", *args])
         assert code == 0, capsys.readouterr().err
         capsys.readouterr()
+
+
+# -- 4. an output path that is an input: refused before anything is read or charged ------------
+def _points(tmp_path: Path) -> tuple[Path, Path, bytes, bytes]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    csv = tmp_path / "points.csv"
+    csv.write_text("age,score\n1,2\n2,3\n3,4\n6,6\n")
+    parquet = tmp_path / "points.parquet"
+    pq.write_table(pa.table({"age": [1, 2, 3, 6], "score": [2, 3, 4, 6]}), parquet)
+    return csv, parquet, csv.read_bytes(), parquet.read_bytes()
+
+
+def _ledger(tmp_path: Path, model: str) -> Path:
+    from fugu.cli import main
+
+    path = tmp_path / f"{model}.ledger.json"
+    assert main(["ledger", "init", str(path), "--total", "5", "--model", model]) == 0
+    return path
+
+
+def _spent(path: Path) -> list[Any]:
+    import json
+
+    return list(json.loads(path.read_text())["ledger"])
+
+
+def test_cli_ldp_perturb_never_overwrites_its_data(tmp_path: Path, capsys: Any) -> None:
+    """`fugu ldp perturb --data users.parquet --out users.parquet` replaced the users' records
+    by their reports (the data was lost); an --out suffix that cannot be written was refused
+    only after the users' epsilon was charged to the ledger."""
+    from fugu.cli import main
+
+    csv, parquet, csv_bytes, parquet_bytes = _points(tmp_path)
+    ledger = _ledger(tmp_path, "ldp")
+    base = ["ldp", "perturb", "-a", "age:0..7", "-m", "grr", "-e", "1", "--ledger", str(ledger)]
+    for data, out in ((parquet, str(parquet)), (parquet, f"{tmp_path}/./points.parquet")):
+        assert main([*base, "--data", str(data), "--out", out]) != 0
+        assert "would overwrite" in capsys.readouterr().err
+    assert main([*base, "--data", str(csv), "--out", str(tmp_path / "reports.csv")]) != 0
+    assert "suffix" in capsys.readouterr().err
+    assert parquet.read_bytes() == parquet_bytes and csv.read_bytes() == csv_bytes
+    assert _spent(ledger) == []  # nothing charged
+    assert main([*base, "--data", str(parquet), "--out", str(tmp_path / "r.parquet")]) == 0
+    assert len(_spent(ledger)) == 1
+
+
+def test_cli_kmeans_never_overwrites_its_data(tmp_path: Path, capsys: Any) -> None:
+    """`fugu kmeans --data points.csv --out points.csv` replaced the points by the centres.
+    A --report on the data or on --out was refused by Report.save, but only after the budget
+    was spent (and the centres written)."""
+    from fugu.cli import main
+
+    csv, _, csv_bytes, _ = _points(tmp_path)
+    ledger = _ledger(tmp_path, "central-dp")
+    base = ["kmeans", "--data", str(csv), "-c", "age:0..7,score:0..7", "--k", "2", "-e", "1"]
+    base += ["--ledger", str(ledger)]
+    centres = str(tmp_path / "centres.csv")
+    for extra in (
+        ["--out", str(csv)],
+        ["--report", str(csv)],
+        ["--out", centres, "--report", centres],
+    ):
+        assert main([*base, *extra]) != 0
+        assert "would overwrite" in capsys.readouterr().err
+    assert csv.read_bytes() == csv_bytes and not Path(centres).exists()
+    assert _spent(ledger) == []

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,25 @@ from ._common import (
     register_mechanism,
     table,
 )
+
+
+def refuse_overwriting(out: str | None, option: str, inputs: dict[str, str | None]) -> None:
+    """Refuse an output path that is one of the command's inputs (``inputs``: what it is →
+    its path), before anything is read or charged: writing it would destroy that file (the
+    private data itself, for ``--data``)."""
+    if not out:
+        return
+    for what, path in inputs.items():
+        if not path:
+            continue
+        same = os.path.abspath(out) == os.path.abspath(path)
+        if not same and os.path.exists(out) and os.path.exists(path):
+            same = os.path.samefile(out, path)
+        if same:
+            raise click.BadParameter(
+                f"{out!r} is {what}: writing it would overwrite that file; choose another path",
+                param_hint=f"'{option}'",
+            )
 
 
 def bool_option(options: dict[str, Any], key: str, default: bool) -> bool:

@@ -28,6 +28,7 @@ from ._common import (
     seed_source,
     table,
 )
+from .central import refuse_overwriting
 
 DEFAULT_METHODS = "hdg,tdg,hio,lhio,calm,msw,uni"
 
@@ -86,6 +87,18 @@ def _make(method: str, domain: Any, epsilon: float, options: dict[str, Any]) -> 
         return cls(domain, epsilon, **options)
     except TypeError as exc:
         raise InvalidParameterError(f"method {method!r}: {exc}") from None
+
+
+def _check_reports_path(out: str, data: str | None) -> None:
+    """The reports file is checked before the users' ε is charged: a suffix
+    :meth:`fugu.ldp.Reports.save` cannot write (the spend was made, then the save failed), or
+    the data file itself (its records were overwritten by their reports)."""
+    suffixes = (".jsonl", ".json", ".ndjson", ".parquet", ".arrow", ".feather")
+    if Path(out).suffix.lower() not in suffixes:
+        raise click.BadParameter(
+            f"reports file {out!r}: use a .jsonl, .parquet or .arrow suffix", param_hint="'--out'"
+        )
+    refuse_overwriting(out, "--out", {"the data file (--data)": data})
 
 
 def _read_records(data: str, domain: Any) -> dict[str, np.ndarray]:
@@ -324,6 +337,7 @@ def register(cli: click.Group) -> None:
         """
         options, given = _parse_options_given(extra)
         _check_method_options(method, given)
+        _check_reports_path(out, data)
         domain = load_domain(data, attributes, domain_file)
         proto = _make(method, domain, epsilon, options)
         records = _read_records(data, domain)
