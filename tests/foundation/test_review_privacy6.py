@@ -383,3 +383,30 @@ def test_atomic_write_never_widens_the_permissions_while_writing(tmp_path: Path)
         os.umask(old_umask)
     assert seen == [0o600]
     assert path.read_bytes() == b"new" and path.stat().st_mode & 0o777 == 0o600
+
+
+# == 14. --ledger "" (an unset shell variable) ===================================================
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["release", "-m", "laplace", "-a", "age", "--epsilon", "1", "--head", "1"],
+        ["graph", "count", "--epsilon", "1"],
+        ["kmeans", "--k", "2", "--epsilon", "1"],
+        ["ldp", "perturb", "-a", "age", "--epsilon", "1", "--out", "REPORTS"],
+        ["ldp", "aggregate", "REPORTS"],
+    ],
+    ids=["release", "graph count", "kmeans", "ldp perturb", "ldp aggregate"],
+)
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_ledger_path_is_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], empty: str
+) -> None:
+    """Before: ``fugu release --ledger "$LEDGER"`` with LEDGER unset released the cells and
+    charged no ledger, silently."""
+    from fugu.cli import main
+
+    args = [str(tmp_path / "r.jsonl") if a == "REPORTS" else a for a in args]
+    code = main([*args, "--ledger", empty])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "ledger path is empty" in err

@@ -98,9 +98,22 @@ def ledger_option(fn: Any) -> Any:
     return click.option(
         "--ledger",
         type=click.Path(dir_okay=False),
+        callback=_nonempty_ledger,
         help="Budget ledger JSON (fugu ledger init): charged under a file lock; refuses a "
         "release over its total or of another privacy model.",
     )(fn)
+
+
+def _nonempty_ledger(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # --ledger "$LEDGER" with the variable unset must not release uncharged
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            "the ledger path is empty (an unset shell variable?); give the ledger file, or "
+            "leave --ledger out to release without charging one. Nothing was read or spent.",
+            ctx=ctx,
+            param=param,
+        )
+    return value
 
 
 @contextmanager
@@ -114,9 +127,11 @@ def open_ledger(path: str | None, *, model: str, policy: Any = None) -> Iterator
     inside the block is written atomically when it exits; other processes using the same
     ledger wait, so concurrent commands never overspend.
     """
-    if not path:
+    if path is None:
         yield None
         return
+    if not path.strip():  # the caller asked for a ledger: never release uncharged
+        raise click.BadParameter("the ledger path is empty", param_hint="--ledger")
     from ..budget import ledger_file
 
     with ledger_file(path, model=model, policy=policy) as acct:
