@@ -240,3 +240,20 @@ def test_cli_kmeans_never_overwrites_its_data(tmp_path: Path, capsys: Any) -> No
         assert "would overwrite" in capsys.readouterr().err
     assert csv.read_bytes() == csv_bytes and not Path(centres).exists()
     assert _spent(ledger) == []
+
+
+# -- 5. a refusal that depends on the data comes before the budget is charged -------------------
+def test_cli_ldp_perturb_checks_the_records_before_charging(tmp_path: Path, capsys: Any) -> None:
+    """PRIVACY: `fugu ldp perturb --ledger L` charged the users' epsilon and then refused a
+    record outside the domain, quoting its value (age 99): a data-dependent outcome published
+    after the spend. Now the records are encoded (checked) before the charge."""
+    from fugu.cli import main
+
+    data = tmp_path / "users.csv"
+    data.write_text("age\n1\n2\n99\n")
+    ledger = _ledger(tmp_path, "ldp")
+    args = ["ldp", "perturb", "--data", str(data), "-a", "age:0..7", "-m", "grr", "-e", "1"]
+    out = tmp_path / "r.jsonl"
+    assert main([*args, "--out", str(out), "--ledger", str(ledger)]) != 0
+    assert "outside the domain" in capsys.readouterr().err
+    assert _spent(ledger) == [] and not out.exists()

@@ -341,6 +341,10 @@ def register(cli: click.Group) -> None:
         domain = load_domain(data, attributes, domain_file)
         proto = _make(method, domain, epsilon, options)
         records = _read_records(data, domain)
+        # every record is checked against the domain before the users' epsilon is charged: a
+        # refusal after the charge would publish, outside the budget, that a record lies outside
+        # the domain (and the message quotes such values)
+        proto.encode(records)
         rng = seed_source(seed)
         model = _ldp_model(ledger)
         with open_ledger(ledger, model=model) as acct:
