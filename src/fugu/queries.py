@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .domain import Domain, Nominal, Ordinal
-from .errors import DomainError, InvalidParameterError, InvalidTypeError
+from .errors import DomainError, InvalidParameterError, InvalidTypeError, check_positive_int
 
 __all__ = [
     "RangeQuery",
@@ -384,18 +384,28 @@ def random_workload(
     >>> len(random_workload(dom, 50, n_predicates=1, seed=0))
     50
     """
-    if n_queries < 1:
-        raise InvalidParameterError(f"n_queries must be >= 1, got {n_queries}")
+    n_queries = check_positive_int(n_queries, "n_queries")
+    if seed is not None:
+        seed = check_positive_int(seed, "seed", 0)
     rng = np.random.default_rng(seed)
     names = list(attributes) if attributes is not None else list(domain.names)
     for n in names:
         domain.attribute(n)
+    if len(set(names)) != len(names):
+        # a repeated name would be drawn twice: fewer predicates than n_predicates asks
+        raise InvalidParameterError(f"attributes must be distinct, got {names}")
     if n_predicates is None:
         lo_k = hi_k = len(names)
-    elif isinstance(n_predicates, tuple):
-        lo_k, hi_k = n_predicates
+    elif isinstance(n_predicates, tuple | list):
+        if len(n_predicates) != 2:
+            raise InvalidParameterError(
+                "n_predicates must be an int or an inclusive (low, high) pair, got "
+                f"{n_predicates!r}"
+            )
+        lo_k = check_positive_int(n_predicates[0], "n_predicates")
+        hi_k = check_positive_int(n_predicates[1], "n_predicates")
     else:
-        lo_k = hi_k = int(n_predicates)
+        lo_k = hi_k = check_positive_int(n_predicates, "n_predicates")
     if not (1 <= lo_k <= hi_k <= len(names)):
         raise InvalidParameterError(f"n_predicates must lie in 1..{len(names)}, got {n_predicates}")
     if volume is not None and not (0 < volume <= 1):

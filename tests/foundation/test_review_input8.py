@@ -257,3 +257,25 @@ def test_cli_ldp_perturb_checks_the_records_before_charging(tmp_path: Path, caps
     assert main([*args, "--out", str(out), "--ledger", str(ledger)]) != 0
     assert "outside the domain" in capsys.readouterr().err
     assert _spent(ledger) == [] and not out.exists()
+
+
+def test_random_workload_parameters_are_checked_not_truncated() -> None:
+    """n_predicates=1.7 drew one predicate per query (int()), attributes=['a', 'a'] with
+    n_predicates=2 gave queries of one predicate, and a fractional n_queries, a negative seed
+    or a 3-tuple of predicates raised bare TypeError / ValueError."""
+    from fugu.queries import random_workload
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 9)])
+    for kwargs in (
+        {"n_predicates": 1.7},
+        {"n_predicates": (1.5, 2)},
+        {"n_predicates": (1, 2, 2)},
+        {"n_predicates": 2, "attributes": ["a", "a"]},
+        {"seed": -1},
+    ):
+        with pytest.raises(fugu.FuguError, match="n_predicates|attributes|seed"):
+            random_workload(dom, 3, **kwargs)
+    for n in (2.5, True):
+        with pytest.raises(fugu.FuguError, match="n_queries"):
+            random_workload(dom, n)  # type: ignore[arg-type]
+    assert len(random_workload(dom, 4.0, n_predicates=2.0, seed=0)) == 4  # type: ignore[arg-type]
