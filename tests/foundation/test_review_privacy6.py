@@ -211,6 +211,7 @@ def test_a_pickled_copy_of_a_ledger_accountant_cannot_spend(tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:.*multi-threaded.*fork:DeprecationWarning")
 def test_a_forked_child_cannot_spend_behind_the_parent(tmp_path: Path) -> None:
     """Before: a forked child's spend of 0.6 was written, then overwritten by the parent's own
     spend of 0.6 (the parent never saw it): 1.2 of 1.0 spent, 0.6 recorded."""
