@@ -279,3 +279,25 @@ def test_random_workload_parameters_are_checked_not_truncated() -> None:
         with pytest.raises(fugu.FuguError, match="n_queries"):
             random_workload(dom, n)  # type: ignore[arg-type]
     assert len(random_workload(dom, 4.0, n_predicates=2.0, seed=0)) == 4  # type: ignore[arg-type]
+
+
+# -- 6. DuckDB's CSV sniffer may not decide which lines are records ------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x\n1\n2\nx,s\n3,a\n4,b\n5,c\n",  # DuckDB skipped '1' and '2' (counted 3 of 5 records)
+        "a title line\nx,s\n1,a\n2,b\n",  # DuckDB skipped the line the other engines read
+    ],
+)
+def test_duckdb_does_not_skip_leading_lines(tmp_path: Path, text: str) -> None:
+    """DuckDB's sniffer detects 'rows to skip' before the header: in a ragged file it took a
+    later line for the header and dropped the records above it, silently (the numpy engine
+    refuses such a file). Now read_csv(..., skip=0): the file is refused by every engine."""
+    path = tmp_path / "lines.csv"
+    path.write_text(text)
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    for engine in FILE_ENGINES:
+        with pytest.raises(fugu.FuguError):
+            fugu.Histogram.from_file(path, dom, engine=engine)
+        with pytest.raises(fugu.FuguError):
+            histogram_counts(path, dom, engine=engine)

@@ -53,7 +53,9 @@ def source_sql(path: str | Path | None, sql: str | None, text_columns: Sequence[
     CSV files are read with no comment character (``comment=''``): DuckDB's sniffer would
     otherwise pick one, e.g. ``#`` when a numeric column holds Excel's ``#N/A``, and skip that
     line — a record dropped silently. Without it the line is a record, and a value like ``#N/A``
-    is refused as every engine refuses a non-numeric value.
+    is refused as every engine refuses a non-numeric value. Nor does the sniffer choose lines to
+    skip (``skip=0``): in a ragged file it took a later line for the header and dropped the
+    records above it; every line after the first is a record, as on the other engines.
 
     ``text_columns`` (columns of a CSV, which must exist in it) are read as text: a nominal
     attribute's values are labels, and the sniffer would read ``007`` and ``-0`` as the numbers
@@ -74,7 +76,7 @@ def source_sql(path: str | Path | None, sql: str | None, text_columns: Sequence[
         types = ""
         if text_columns:
             types = ", types={" + ", ".join(f"{_lit(c)}: 'VARCHAR'" for c in text_columns) + "}"
-        return f"read_csv({lit}, header=true, comment=''{types})"
+        return f"read_csv({lit}, header=true, comment='', skip=0{types})"
     raise InvalidParameterError(
         f"cannot tell the format of {str(p)!r}: name it *.csv, *.csv.gz or *.parquet"
     )
@@ -163,7 +165,8 @@ class _Connection:
                 return list(pq.read_schema(self.data).names)
             lit = "'" + str(self.data).replace("'", "''") + "'"
             header = self.con.execute(
-                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true, comment='') LIMIT 1"
+                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true, comment='', "
+                "skip=0) LIMIT 1"
             ).fetchall()
         except (duckdb.Error, OSError, ValueError) as exc:
             raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None
