@@ -355,15 +355,24 @@ class Accountant:
         model: str | None = None,
         policy: str | None = None,
         neighbours: str | None = None,
+        individuals: bool = False,
     ) -> None:
         """Record releases on disjoint parts of the data: they cost ``max(epsilons)``.
 
         ``disjoint_by`` must name the public rule that makes the parts disjoint; it is written to
-        the ledger. The rule must keep every neighbour change inside one part: for central DP a
-        partition of the domain holds only for releases made under add/remove neighbours (pass
-        ``neighbours="add-remove"``); under replace-one a replaced record may cross from one
-        part to another, and only a partition of individuals fixed in advance qualifies (see the
-        module's notes). Nothing here can check the rule: when in doubt, :meth:`spend` each part.
+        the ledger. The rule must keep every neighbour change inside one part. For central DP
+        the releases' neighbour relation is required: under ``neighbours="add-remove"`` a
+        partition of the domain (or of individuals) qualifies; under ``"replace"`` a replaced
+        record may cross from one part to another (each part's release may publish its exact
+        count), so only a partition of *individuals* fixed in advance, not by their records'
+        values, qualifies: say so with ``individuals=True``. Nothing here can check the rule:
+        when in doubt, :meth:`spend` each part.
+
+        >>> acct = Accountant(1.0)
+        >>> acct.parallel([0.5, 0.7], ["north", "south"], disjoint_by="region (domain partition)",
+        ...               neighbours="add-remove")
+        >>> acct.spent
+        0.7
         """
         if not disjoint_by:
             raise InvalidParameterError(
@@ -376,6 +385,8 @@ class Accountant:
         policy = _policy_text(policy)
         self._check_model(model, policy)
         neighbours = _check_neighbours_text(neighbours)
+        if same_model(model or self.budget.model, "central-dp"):
+            _check_central_parallel(neighbours, individuals)
         with self._lock:
             self._check_open()
             self._check_common_policy(policy)
@@ -685,6 +696,27 @@ def _entry_dict(e: LedgerEntry) -> dict[str, Any]:
 
 #: The central-DP neighbour relations a ledger entry may record (see ``fugu.mechanism``).
 NEIGHBOUR_RELATIONS = ("replace", "add-remove")
+
+
+def _check_central_parallel(neighbours: str | None, individuals: object) -> None:
+    """Central-DP parallel composition holds for a domain partition only under add/remove."""
+    if not isinstance(individuals, bool):
+        raise InvalidParameterError(f"individuals must be True or False, got {individuals!r}")
+    if neighbours is None:
+        raise InvalidParameterError(
+            "central-DP parallel composition needs the releases' neighbour relation: pass "
+            "neighbours='add-remove' (a partition of the domain or of individuals qualifies) or "
+            "neighbours='replace' with individuals=True (only a partition of individuals fixed in "
+            "advance qualifies: a replaced record can move between domain parts)"
+        )
+    if neighbours == "replace" and not individuals:
+        raise InvalidParameterError(
+            "under replace-one neighbours a partition of the domain is not disjoint: a replaced "
+            "record can move from one part to another and change both releases (each may publish "
+            "its part's exact count), so they cost the sum of their epsilons; spend each part, "
+            "release under neighbours='add-remove', or pass individuals=True if the parts are "
+            "fixed sets of individuals (not chosen by their records' values)"
+        )
 
 
 def _check_neighbours_text(neighbours: object) -> str | None:

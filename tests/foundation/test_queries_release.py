@@ -163,7 +163,9 @@ def test_accountant_ledger(tmp_path) -> None:  # type: ignore[no-untyped-def]
     back = fugu.Accountant.load(tmp_path / "l.json")
     assert [e.epsilon for e in back.ledger] == [0.4, 0.6]
     par = fugu.Accountant(1.0)
-    par.parallel([0.5, 0.7], ["north", "south"], disjoint_by="region partition")
+    par.parallel(
+        [0.5, 0.7], ["north", "south"], disjoint_by="region partition", neighbours="add-remove"
+    )
     assert par.spent == 0.7
     with pytest.raises(fugu.InvalidParameterError, match="tracks 'central-dp'"):
         par.spend(0.1, "x", model="ldp")

@@ -135,6 +135,34 @@ def test_replace_one_releases_on_a_domain_partition_tell_neighbours_apart() -> N
     assert "partition of the *domain*" in doc
 
 
+def test_central_parallel_needs_add_remove_or_a_partition_of_individuals() -> None:
+    """Accountant.parallel charged max(eps) for any central-DP 'partition' (the demonstration
+    above: a domain partition under replace-one tells neighbours apart). Now the relation is
+    required, and replace-one needs individuals=True (a partition of people fixed in advance);
+    a refused call records nothing. Failed before: max charged with no relation given."""
+    acct = fugu.Accountant(1.0)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="neighbour relation"):
+        acct.parallel([0.5, 0.5], ["age < 4", "age >= 4"], disjoint_by="age halves")
+    with pytest.raises(fugu.errors.InvalidParameterError, match="replace-one"):
+        acct.parallel(
+            [0.5, 0.5], ["age < 4", "age >= 4"], disjoint_by="age halves", neighbours="replace"
+        )
+    with pytest.raises(fugu.errors.InvalidParameterError, match="individuals must be"):
+        acct.parallel([0.5], ["x"], disjoint_by="ids", neighbours="replace", individuals="yes")
+    assert acct.spent == 0 and acct.ledger == []
+    acct.parallel([0.5, 0.7], ["a", "b"], disjoint_by="age halves", neighbours="add-remove")
+    assert acct.spent == pytest.approx(0.7)
+    people = fugu.Accountant(1.0)
+    people.parallel(
+        [0.5, 0.5], ["even ids", "odd ids"], disjoint_by="user id parity",
+        neighbours="replace", individuals=True,
+    )  # fmt: skip
+    assert people.spent == pytest.approx(0.5)
+    ldp_acct = fugu.Accountant(fugu.Budget(1.0, model="ldp"))
+    ldp_acct.parallel([0.5, 0.5], ["group 1", "group 2"], disjoint_by="users split in groups")
+    assert ldp_acct.spent == pytest.approx(0.5)
+
+
 # == 5. the ledger written is the ledger locked =================================================
 def test_a_relative_ledger_path_survives_a_change_of_working_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
