@@ -93,7 +93,17 @@ def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
                 f"{name} must be a positive number, got {epsilon!r} of type "
                 f"{type(epsilon).__name__}; pass e.g. {name}=1.0"
             ) from None
-    value = float(epsilon)  # type: ignore[arg-type]
+    try:
+        value = float(epsilon)  # type: ignore[arg-type]
+    except OverflowError:  # an int beyond float's range
+        if epsilon < 0:  # type: ignore[operator]
+            raise InvalidParameterError(
+                f"{name} must be > 0, got a negative integer; typical values are 0.1 to 2"
+            ) from None
+        raise InvalidParameterError(
+            f"{name} must be at most {MAX_EPSILON:g}, got an integer too large for a float; "
+            f"typical values are 0.1 to 2"
+        ) from None
     if not value == value or value in (float("inf"), float("-inf")):
         raise InvalidParameterError(f"{name} must be finite, got {value!r}; pass e.g. {name}=1.0")
     if value <= 0:

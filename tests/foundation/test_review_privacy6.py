@@ -453,3 +453,15 @@ def test_an_empty_ledger_path_is_refused_not_ignored(
     out, err = capsys.readouterr()
     assert code == 2, out + err
     assert "ledger path is empty" in err
+
+
+def test_an_epsilon_beyond_float_range_is_a_clear_error() -> None:
+    """check_epsilon(10**400) raised a bare OverflowError from float() (review 6); every
+    mechanism and Budget inherit the check. Failed before: OverflowError."""
+    for huge in (10**400, 10**5000):
+        with pytest.raises(fugu.errors.InvalidParameterError, match="at most 1000"):
+            fugu.errors.check_epsilon(huge)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="must be > 0"):
+        fugu.errors.check_epsilon(-(10**400))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="total must be at most"):
+        fugu.Accountant(10**400)
