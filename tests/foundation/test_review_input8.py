@@ -301,3 +301,56 @@ def test_duckdb_does_not_skip_leading_lines(tmp_path: Path, text: str) -> None:
             fugu.Histogram.from_file(path, dom, engine=engine)
         with pytest.raises(fugu.FuguError):
             histogram_counts(path, dom, engine=engine)
+
+
+DIALECT_CASES = {
+    # labels written in single quotes: DuckDB's sniffer took ' for the quote character and
+    # counted 'a' as a (numpy: the label 'a' with its quotes)
+    "single_quotes": ("x,s\n1,'a'\n2,'b'\n", ["a", "b", "'a'", "'b'"]),
+    # one line with a backslash: the sniffer chose no quote character at all, so the RFC-4180
+    # field "a""b" (the label a"b) was read as "a""b" with its quotes
+    "mixed_escapes": (
+        'x,s\n1,"a\\"b"\n2,c\n3,"a""b"\n',
+        ['a\\"b', "c", 'a"b', 'a\\b"', '"a""b"', '"a\\"b"'],
+    ),
+    # a comma inside single quotes: 3 fields for the numpy engine (refused), 2 for DuckDB
+    "single_quoted_comma": ("x,s\n1,'a,b'\n2,c\n", ["'a", "a,b", "c", "'a,b'"]),
+    # a semicolon file: the numpy engine reads one column 'x;s' (refused), DuckDB guessed ';'
+    "semicolons": ("x;s\n1;a\n", ["a"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIALECT_CASES))
+def test_duckdb_reads_csv_as_the_numpy_engine_does_or_refuses(tmp_path: Path, case: str) -> None:
+    """DuckDB's sniffer guessed the delimiter, quote and escape characters per file, so the same
+    line gave other labels than on the numpy engine (RFC 4180: ',' and '"', a quote doubled).
+    Now DuckDB reads the same dialect: equal counts, or a refusal."""
+    text, labels = DIALECT_CASES[case]
+    path = tmp_path / "dialect.csv"
+    path.write_text(text)
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 3), fugu.Nominal("s", labels)])
+    try:
+        numpy_counts = histogram_counts(path, dom, engine="numpy").tolist()
+    except fugu.FuguError:
+        numpy_counts = None
+    try:
+        duck = histogram_counts(path, dom, engine="duckdb").tolist()
+    except fugu.FuguError:
+        return  # a refusal is allowed
+    assert duck == numpy_counts
+
+
+def test_tsv_files_are_read_with_tabs_by_every_engine(spark: Any, tmp_path: Path) -> None:
+    """A *.tsv file is a format fugu names, but the numpy (default) and Spark engines split it
+    on commas: the header 'x<TAB>s' was one column and the file was refused as lacking 'x'
+    (DuckDB guessed the tab)."""
+    from fugu.engines import spark as spark_engine
+
+    path = tmp_path / "people.tsv"
+    path.write_text("x\ts\n1\ta,b\n2\tc\n2\tc\n")
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 2), fugu.Nominal("s", ["a,b", "c"])])
+    expected = [[0, 0], [1, 0], [0, 2]]
+    for engine in FILE_ENGINES:
+        assert fugu.Histogram.from_file(path, dom, engine=engine).counts.tolist() == expected
+    counts = spark_engine.histogram_from_file(path, dom, spark=spark)
+    assert counts.reshape(3, 2).tolist() == expected

@@ -31,6 +31,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
+from .file_numpy import is_tsv
 from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, check_unique_columns, columns_of
 from .partial_core import nominal_names
 
@@ -45,6 +46,17 @@ def _quote(name: str) -> str:
 def _lit(text: str) -> str:
     """A SQL string literal."""
     return "'" + str(text).replace("'", "''") + "'"
+
+
+def csv_dialect(path: str | Path) -> str:
+    """The read_csv options of the one CSV dialect every engine reads: RFC 4180 (',' or, for
+    ``*.tsv``, a tab; fields quoted with '"', a quote inside doubled), no comment character,
+    no lines skipped. DuckDB's sniffer would guess them per file: it took ' for the quote
+    character ('a' counted as a), chose no quote at all when one line had a backslash ("a""b"
+    kept its quotes), read ';' files the numpy engine refuses, and skipped lines above a line
+    it took for the header (in a ragged file, the records above it)."""
+    delim = "\t" if is_tsv(path) else ","
+    return f"delim='{delim}', quote='\"', escape='\"', comment='', skip=0"
 
 
 def source_sql(path: str | Path | None, sql: str | None, text_columns: Sequence[str] = ()) -> str:
@@ -76,7 +88,7 @@ def source_sql(path: str | Path | None, sql: str | None, text_columns: Sequence[
         types = ""
         if text_columns:
             types = ", types={" + ", ".join(f"{_lit(c)}: 'VARCHAR'" for c in text_columns) + "}"
-        return f"read_csv({lit}, header=true, comment='', skip=0{types})"
+        return f"read_csv({lit}, header=true, {csv_dialect(p)}{types})"
     raise InvalidParameterError(
         f"cannot tell the format of {str(p)!r}: name it *.csv, *.csv.gz or *.parquet"
     )
@@ -165,8 +177,8 @@ class _Connection:
                 return list(pq.read_schema(self.data).names)
             lit = "'" + str(self.data).replace("'", "''") + "'"
             header = self.con.execute(
-                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true, comment='', "
-                "skip=0) LIMIT 1"
+                f"SELECT * FROM read_csv({lit}, header=false, all_varchar=true, "
+                f"{csv_dialect(self.data)}) LIMIT 1"
             ).fetchall()
         except (duckdb.Error, OSError, ValueError) as exc:
             raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None

@@ -78,7 +78,7 @@ def _iter_batches(
             reader = pcsv.open_csv(
                 p,
                 read_options=pcsv.ReadOptions(block_size=1 << 24),
-                parse_options=csv_parse_options(),
+                parse_options=csv_parse_options(p),
                 convert_options=csv_convert_options(text_columns),
             )
         _check_columns(names, reader.schema.names, p)
@@ -91,8 +91,14 @@ def _iter_batches(
         )
 
 
-def csv_parse_options() -> Any:
-    """pyarrow CSV parse options that keep empty lines.
+def is_tsv(path: str | Path) -> bool:
+    """Whether a file is tab-separated (``*.tsv``, ``*.tsv.gz``): every engine splits it on
+    tabs, every other CSV on commas (RFC 4180; no engine guesses the delimiter)."""
+    return ".tsv" in "".join(Path(path).suffixes).lower()
+
+
+def csv_parse_options(path: str | Path | None = None) -> Any:
+    """pyarrow CSV parse options that keep empty lines (tab-separated for ``*.tsv``).
 
     pyarrow skips empty lines by default, but in a one-column CSV an empty line is a record whose
     value is missing: skipping it would drop a record silently (and under replace-one neighbours
@@ -101,7 +107,8 @@ def csv_parse_options() -> Any:
     """
     import pyarrow.csv as pcsv
 
-    return pcsv.ParseOptions(ignore_empty_lines=False)
+    delimiter = "\t" if path is not None and is_tsv(path) else ","
+    return pcsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=False)
 
 
 def csv_convert_options(text_columns: Sequence[str] = ()) -> Any:
@@ -150,7 +157,7 @@ def read_csv_table(path: str | Path, text_columns: Sequence[str] = ()) -> Any:
     with csv_errors(path):
         return pcsv.read_csv(
             path,
-            parse_options=csv_parse_options(),
+            parse_options=csv_parse_options(path),
             convert_options=csv_convert_options(text_columns),
         )
 

@@ -190,10 +190,19 @@ def read(
         return spark.read.parquet(p)
     if fmt == "csv":
         _refuse_empty_lines(spark, p)
-        df = spark.read.csv(p, header=True, inferSchema=True, mode="FAILFAST")
+        df = spark.read.csv(p, header=True, inferSchema=True, **_csv_options(p))
         _refuse_malformed_rows(df, p)
         return _as_text(spark, df, p, text_columns)
     raise InvalidParameterError(f"format must be 'parquet' or 'csv', got {fmt!r}")
+
+
+def _csv_options(path: str) -> dict[str, str]:
+    """Spark's CSV options for the dialect every engine reads (RFC 4180: a quote inside a
+    quoted field is doubled, where Spark's default escape is a backslash and kept ``"a""b"``
+    as written; tabs for ``*.tsv``)."""
+    from .file_numpy import is_tsv
+
+    return {"mode": "FAILFAST", "escape": '"', "sep": "\t" if is_tsv(path) else ","}
 
 
 def _as_text(spark: Any, df: Any, path: str, text_columns: Sequence[str]) -> Any:
@@ -210,7 +219,7 @@ def _as_text(spark: Any, df: Any, path: str, text_columns: Sequence[str]) -> Any
             for f in fields
         ]
     )
-    return spark.read.csv(path, header=True, schema=schema, mode="FAILFAST")
+    return spark.read.csv(path, header=True, schema=schema, **_csv_options(path))
 
 
 def _to_dataframe(data: Any, spark: Any, sql: str | None, text_columns: Sequence[str] = ()) -> Any:
