@@ -354,3 +354,31 @@ def test_tsv_files_are_read_with_tabs_by_every_engine(spark: Any, tmp_path: Path
         assert fugu.Histogram.from_file(path, dom, engine=engine).counts.tolist() == expected
     counts = spark_engine.histogram_from_file(path, dom, spark=spark)
     assert counts.reshape(3, 2).tolist() == expected
+
+
+# -- 7. LDP report files: every line is a report, counted or rejected, never skipped ------------
+def test_an_empty_line_in_a_report_csv_is_counted_as_rejected(tmp_path: Path) -> None:
+    """The numpy engine read report CSVs with pyarrow's defaults, which skip empty lines: a
+    user's report vanished (5 of 6 absorbed, nothing rejected) where DuckDB rejected it as
+    malformed (5 accepted, 1 rejected). Now the report reader keeps empty lines as the data
+    reader does."""
+    import json
+    import warnings
+
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 7)])
+    grr = fugu.ldp.GRR(dom, epsilon=1.0)
+    reports = grr.client(fugu.RandomSource(seed=1)).perturb({"age": np.array([1, 2, 3, 4, 5])})
+    jsonl = tmp_path / "r.jsonl"
+    reports.save(jsonl)
+    lines = jsonl.read_text().splitlines()
+    header = json.loads(lines[0])
+    rows = [json.loads(line) for line in lines[1:]]
+    names = list(rows[0])
+    csv = tmp_path / "r.csv"
+    body = [",".join(str(r[c]) for c in names) for r in rows]
+    csv.write_text("\n".join([",".join(names), *body[:2], "", *body[2:]]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for engine in FILE_ENGINES:
+            agg = grr.aggregator_for(str(csv), engine=engine, header=header)
+            assert (agg.n_accepted, sum(agg.rejected.values())) == (5, 1), engine

@@ -156,10 +156,21 @@ def _file_batches(path: Path, names: list[str], batch_rows: int) -> Iterator[Any
         if suffix in (".csv", ".tsv", ".txt") or ".csv" in "".join(path.suffixes).lower():
             import pyarrow.csv as pcsv
 
-            reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 24))
+            from .file_numpy import csv_convert_options, csv_errors, csv_parse_options
+
+            # empty lines kept (a report with missing values, rejected and counted as on the
+            # DuckDB engine: pyarrow's default skipped them), the data reader's dialect
+            with csv_errors(path):
+                reader = pcsv.open_csv(
+                    path,
+                    read_options=pcsv.ReadOptions(block_size=1 << 24),
+                    parse_options=csv_parse_options(path),
+                    convert_options=csv_convert_options(),
+                )
             _check(names, reader.schema.names, f"report file {str(path)!r}")
-            for batch in reader:
-                yield batch.select(names)
+            with csv_errors(path):
+                for batch in reader:
+                    yield batch.select(names)
             return
     except OSError as exc:
         raise ReportError(f"report file {str(path)!r} cannot be read ({exc})") from None
