@@ -125,7 +125,13 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
                 raise DomainError(
                     f"attribute {attr.name!r}: unknown bin {v!r}; bins are {labels[:6]}..."
                 )
-        return labels.index(str(lo)), labels.index(str(hi)) + 1
+        start, stop = labels.index(str(lo)), labels.index(str(hi)) + 1
+        if stop <= start:
+            raise DomainError(
+                f"attribute {attr.name!r}: reversed interval ({lo!r}, {hi!r}); write it as "
+                f"({hi!r}, {lo!r})"
+            )
+        return start, stop
     try:
         # integers stay exact (float() would move 2**53 + 1 to 2**53); the rest become floats
         lo_f, hi_f = _bound(lo), _bound(hi)

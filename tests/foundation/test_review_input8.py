@@ -382,3 +382,14 @@ def test_an_empty_line_in_a_report_csv_is_counted_as_rejected(tmp_path: Path) ->
         for engine in FILE_ENGINES:
             agg = grr.aggregator_for(str(csv), engine=engine, header=header)
             assert (agg.n_accepted, sum(agg.rejected.values())) == (5, 1), engine
+
+
+def test_a_reversed_interval_of_bin_labels_is_refused() -> None:
+    """inc=('[50, 100]', '[0, 10)') resolved to code bounds [2, 1): the exact answer was 0 and
+    a release answered minus the middle bin's count (-4), where a reversed numeric interval is
+    refused."""
+    dom = fugu.Domain([fugu.Ordinal("inc", edges=[0, 10, 50, 100])])
+    with pytest.raises(fugu.DomainError, match="reversed interval"):
+        fugu.RangeQuery({"inc": ("[50, 100]", "[0, 10)")}).bounds(dom)
+    q = fugu.RangeQuery({"inc": ("[0, 10)", "[50, 100]")})
+    assert q.bounds(dom).tolist() == [[0, 3]]
