@@ -117,6 +117,12 @@ class Histogram:
                 domain,
                 data_options={"out_of_domain": out_of_domain, "engine": "spark"},
             )
+        if engine_options:  # never dropped silently: sql= would be a filter not applied
+            raise InvalidParameterError(
+                f"Histogram.from_records counts in-memory records with numpy and takes no "
+                f"engine options, got {sorted(engine_options)}; count a file or a query "
+                f"(sql=...) with Histogram.from_file, or pass engine='spark' for Spark's options"
+            )
         domain.check_dense("a histogram")
         cols = columns_of(data, domain.names)
         flat = domain.encode(cols, out_of_domain)

@@ -393,3 +393,21 @@ def test_a_reversed_interval_of_bin_labels_is_refused() -> None:
         fugu.RangeQuery({"inc": ("[50, 100]", "[0, 10)")}).bounds(dom)
     q = fugu.RangeQuery({"inc": ("[0, 10)", "[50, 100]")})
     assert q.bounds(dom).tolist() == [[0, 3]]
+
+
+# -- 8. options a function would not use are refused ---------------------------------------------
+def test_histogram_from_records_refuses_engine_options_it_would_ignore() -> None:
+    """Histogram.from_records(..., engine='duckdb', sql='SELECT ... WHERE age > 5') counted
+    every record (the filter was dropped silently), and threads=, batch_rows=, a misspelt
+    'outofdomain=' were swallowed by **engine_options."""
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 9)])
+    data = {"age": np.array([1, 2, 3, 8])}
+    for engine, kwargs in (
+        ("duckdb", {"sql": "SELECT * FROM t WHERE age > 5"}),
+        ("duckdb", {"threads": 2}),
+        ("numpy", {"batch_rows": 2}),
+        ("numpy", {"outofdomain": "drop"}),
+    ):
+        with pytest.raises(fugu.InvalidParameterError, match="takes no engine options"):
+            fugu.Histogram.from_records(data, dom, engine=engine, **kwargs)
+    assert fugu.Histogram.from_records(data, dom, engine="duckdb").total() == 4
