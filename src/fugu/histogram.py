@@ -156,6 +156,14 @@ class Histogram:
 
             engine = default_file_engine(path, sql)
         check_engine(engine)
+        if sql is not None and (path is not None or engine == "numpy"):
+            # either would be ignored (the filter by the numpy engine, the file by the query),
+            # while the release records the query as the public filter applied
+            raise InvalidParameterError(
+                f"sql= counts the result of a query (its input named in the query) on the "
+                f"DuckDB or Spark engine: pass path=None (got {str(path)!r}) and engine='duckdb' "
+                f"or 'spark' (got {engine!r})"
+            )
         domain.check_dense("a histogram")
         if engine == "spark":
             from .engines import spark as spark_engine

@@ -411,3 +411,20 @@ def test_histogram_from_records_refuses_engine_options_it_would_ignore() -> None
         with pytest.raises(fugu.InvalidParameterError, match="takes no engine options"):
             fugu.Histogram.from_records(data, dom, engine=engine, **kwargs)
     assert fugu.Histogram.from_records(data, dom, engine="duckdb").total() == 4
+
+
+def test_histogram_from_file_never_ignores_sql_or_the_path(tmp_path: Path) -> None:
+    """from_file(path, engine='numpy', sql='... WHERE age > 5') counted the whole file but
+    recorded the query as the release's public filter; with a path and sql= on DuckDB or
+    Spark the path was ignored."""
+    path = tmp_path / "ages.csv"
+    path.write_text("age\n1\n2\n8\n")
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 9)])
+    sql = f"SELECT * FROM read_csv('{path}') WHERE age > 5"
+    for engine in ("numpy", "duckdb", None):
+        with pytest.raises(fugu.InvalidParameterError, match="sql="):
+            fugu.Histogram.from_file(path, dom, engine=engine, sql=sql)
+    with pytest.raises(fugu.InvalidParameterError, match="sql="):
+        fugu.Histogram.from_file(None, dom, engine="numpy", sql=sql)
+    hist = fugu.Histogram.from_file(None, dom, sql=sql)
+    assert hist.total() == 1 and hist.data_options["public_filter_sql"] == sql
