@@ -1,0 +1,296 @@
+"""The Python examples of the model pages run as written, and what the docs say they print is true.
+
+``tests/foundation/test_readme.py`` runs the README's blocks and ``tests/ux/test_ux_docs.py`` the
+Python blocks of the site pages (index, CLI guide, tutorials) and the ``fugu`` commands of every
+page. This file covers what neither does:
+
+* the Python blocks of the pages one per privacy model or subsystem (``docs/*.md`` other than the
+  site pages), run in order in one fresh folder per page with the bundled data only. A block that
+  cannot run here is marked in the page with ``<!-- docs-test: skip (reason) -->`` on the line
+  before its fence; it must still compile, and its ``import`` lines still run (the names it
+  shows exist);
+* values the pages show next to an example (a sensitivity, a printed dict, a guarantee line):
+  ``DOCUMENTED`` lists each one with the block it follows, and checks it after that block ran.
+  Numbers that come from a random release are checked for their shape and rough size only;
+* ``fugu ...`` commands quoted inline in the prose (not in code blocks): the command exists and
+  accepts every option shown (click's own parser, nothing is run).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import re
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+# run by tests/ux/test_ux_docs.py (test_site_page_runs)
+SITE_PAGES = {"index.md", "cli.md", "security.md", "benchmarks.md"}
+MODEL_PAGES = sorted(p.name for p in DOCS.glob("*.md") if p.name not in SITE_PAGES)
+ALL_PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("tutorials/*.md"))]
+
+_FENCE = re.compile(r"^( *)```(\S*)\s*$")
+_SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((.+?)\)\s*-->")
+
+
+class Block:
+    def __init__(self, lang: str, text: str, line: int, skip: str | None) -> None:
+        self.lang, self.text, self.line, self.skip = lang, text, line, skip
+
+
+def blocks(path: Path) -> list[Block]:
+    """Every fenced code block (MyST directives excluded), with the skip reason marked above it."""
+    out: list[Block] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, lang, start = len(m.group(1)), m.group(2), i + 1
+        prev = next((ln for ln in reversed(lines[:i]) if ln.strip()), "")
+        skip = _SKIP.search(prev)
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith("```"):
+            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
+            i += 1
+        i += 1
+        if not lang.startswith("{"):
+            out.append(Block(lang, "\n".join(body), start, skip.group(1) if skip else None))
+    return out
+
+
+def python_blocks(page: str) -> list[Block]:
+    return [b for b in blocks(DOCS / page) if b.lang == "python"]
+
+
+def _imports_only(text: str) -> ast.Module:
+    tree = ast.parse(text)
+    tree.body = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    return tree
+
+
+# Values the pages show next to their examples: page -> [(text of the block they follow,
+# check(namespace, printed output))]. The check returns nothing and asserts.
+Check = Callable[[dict[str, Any], str], None]
+
+
+def _blowfish_sensitivities(ns: dict[str, Any], out: str) -> None:
+    s, P, dom = ns["sensitivity"], ns["Policy"], ns["dom"]
+    assert s("cumulative", P.line(dom)) == 1.0
+    assert s("cumulative", P.full(dom)) == 99.0  # "(DP: 99)"
+    assert s("cumulative", P.distance_threshold(dom, 5)) == 5.0
+    assert s("sum", P.distance_threshold(dom, 5)) == 5.0
+    assert s("sum", P.full(dom)) == 99.0
+    assert s("histogram", P.full(dom)) == 2.0
+    assert s(ns["Coarsening"]({"age": 10}), P.partition(dom, {"age": 10})) == 0.0
+
+
+def _blowfish_ordered(ns: dict[str, Any], out: str) -> None:
+    rel = ns["rel"]
+    # the ordered-hierarchical release ends the block; the documented text is the Ordered one's
+    first = ns["ordered"](ns["hist"], epsilon=1.0, policy=ns["pol"])
+    text = " ".join(first.guarantee.describe().split())
+    shown = (
+        "Blowfish privacy: ε-indistinguishability of the policy's secret pairs, epsilon = 1, "
+        "neighbours: move one record along an edge of the secret graph 'distance:theta=5'."
+    )
+    assert text.startswith(shown), text
+    err = first.expected_error({"age": (30, 39)})
+    assert 0.9 * 2 * 5 <= err <= 1.1 * 2 * 5  # "exact RMSE (≈ 2θ/ε)"
+    assert len(first.quantile([0.25, 0.5, 0.75])) == 3
+    assert rel.guarantee.mechanism == "ordered-hierarchical"
+
+
+def _blowfish_constraints(ns: dict[str, Any], out: str) -> None:
+    s = ns["sensitivity"]
+    assert s("histogram", ns["pol"]) == 4.0  # 2·size(C) = 4
+    assert s("histogram", ns["ranges"]) == 6.0  # 2·(maxcomp + 1) = 6
+
+
+def _kmeans_example(ns: dict[str, Any], out: str) -> None:
+    assert ns["km"].sensitivity_ == {"q_size": 0.0, "q_sum": 68.0, "mode": "safe"}
+    assert "{'q_size': 0.0, 'q_sum': 68.0, 'mode': 'safe'}" in out
+
+
+def _ldp_first_run(ns: dict[str, Any], out: str) -> None:
+    value, err = (float(x) for x in out.split())
+    true = int(((ns["ages"] >= 30) & (ns["ages"] <= 39)).sum())
+    assert 15_000 < true < 17_000 and 1_500 < err < 2_500  # "≈ 16,000 ± 2,000 (RMSE)"
+    assert abs(value - true) < 5 * err  # random: a false failure about once in 10^6 runs
+
+
+def _ldp_client(ns: dict[str, Any], out: str) -> None:
+    row = ns["row"]
+    assert set(row) == {"seed", "y"} and 0 <= row["seed"] < 2**32 and 0 <= row["y"] < 4
+    assert {"protocol", "params", "version"} <= set(ns["header"])
+
+
+def _ldp_batches(ns: dict[str, Any], out: str) -> None:
+    assert ns["agg"].n_accepted == 100_000 and dict(ns["agg"].rejected) == {}
+
+
+def _engines_ldp(ns: dict[str, Any], out: str) -> None:
+    assert out.split(maxsplit=1) == ["10000", "{}\n"]
+
+
+def _graph_joins(ns: dict[str, Any], out: str) -> None:
+    assert (ns["paths"].form, ns["paths"].clause_bound) == ("dnf", 1.0)
+    assert ns["fof"].form == "formula" and ns["fof_dnf"].form == "dnf"
+    assert ns["fof_dnf"].clause_bound == 50.0
+
+
+def _graph_g_factor(ns: dict[str, Any], out: str) -> None:
+    assert out.strip() == "1.0"  # "# 1.0, recorded"
+
+
+def _graphs_tutorial_joins(ns: dict[str, Any], out: str) -> None:
+    lines = out.splitlines()
+    assert lines[0] == "1 24"  # "1 row, 24 participants"
+    assert lines[1] == "('clamped at 0 (nonnegative=True)',)"
+
+
+def _graphs_tutorial_karwa(ns: dict[str, Any], out: str) -> None:
+    shown = "(ε, δ)-edge DP with ε = 1, δ = 1e-06"
+    assert out.splitlines()[1].startswith(shown), out
+
+
+def _ldp_tutorial_budget(ns: dict[str, Any], out: str) -> None:
+    assert out.strip() == "{} 2.0"
+
+
+def _central_recommend(ns: dict[str, Any], out: str) -> None:
+    rec = ns["rec"]
+    assert rec.best in rec.rmse and set(rec.rmse) == {"laplace", "hierarchical", "privelet"}
+
+
+DOCUMENTED: dict[str, list[tuple[str, Check]]] = {
+    "blowfish.md": [
+        ('sensitivity("histogram", Policy.full(dom))', _blowfish_sensitivities),
+        ("rel.monotone()", _blowfish_ordered),
+        ("MarginalConstraint", _blowfish_constraints),
+    ],
+    "central.md": [("fugu.central.recommend", _central_recommend)],
+    "engines.md": [("agg.n_accepted", _engines_ldp)],
+    "graph.md": [("fof_dnf =", _graph_joins), ("g_factor=1", _graph_g_factor)],
+    "kmeans.md": [("partition:lat=40,lon=30", _kmeans_example)],
+    "ldp.md": [
+        ("olh.aggregate(reports)", _ldp_first_run),
+        ("client.perturb_one", _ldp_client),
+        ("agg.add(", _ldp_batches),
+    ],
+    # tutorials run in test_ux_docs too; here only for the values they show (fast pages)
+    "tutorials/graphs.md": [
+        ("rel.participants", _graphs_tutorial_joins),
+        ('"2-triangle"', _graphs_tutorial_karwa),
+    ],
+    "tutorials/ldp.md": [('on_invalid="raise"', _ldp_tutorial_budget)],
+}
+
+
+def run_page(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Run the page's Python blocks in order; return the skip reasons met."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    ns: dict[str, Any] = {"__name__": "__docs__"}
+    skipped: list[str] = []
+    checks = list(DOCUMENTED.get(page, []))
+    for b in python_blocks(page):
+        name = f"docs/{page}:{b.line}"
+        if b.skip:
+            compile(b.text, name, "exec")
+            exec(compile(_imports_only(b.text), name, "exec"), ns)  # noqa: S102
+            skipped.append(b.skip)
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(b.text, name, "exec"), ns)  # noqa: S102
+        for marker, check in [c for c in checks if c[0] in b.text]:
+            check(ns, out.getvalue())
+            checks.remove((marker, check))
+    assert not checks, f"{page}: documented values not checked (block gone?): {checks}"
+    return skipped
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p for p in MODEL_PAGES if python_blocks(p)] + ["tutorials/graphs.md", "tutorials/ldp.md"],
+)
+def test_model_page_python_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    start = time.perf_counter()
+    skipped = run_page(page, tmp_path, monkeypatch)
+    assert all(len(r) > 10 for r in skipped), f"skip reasons must say why: {skipped}"
+    assert time.perf_counter() - start < 45, f"docs/{page} examples are too slow for a doc test"
+
+
+def test_skip_markers_are_found() -> None:
+    marked = [b.skip for p in MODEL_PAGES for b in python_blocks(p) if b.skip]
+    assert any("Spark" in r for r in marked)
+    text = "<!-- docs-test: skip (needs a browser) -->\n```python\nx = 1\n```\n"
+    assert _SKIP.search(text.splitlines()[0]).group(1) == "needs a browser"  # type: ignore[union-attr]
+
+
+def test_every_documented_page_exists() -> None:
+    assert all((DOCS / page).exists() for page in DOCUMENTED)
+
+
+# ---- fugu commands quoted in the prose ----------------------------------------------------------
+
+
+def inline_commands() -> list[tuple[str, str]]:
+    """(page, command) for every `fugu ...` in backticks outside code blocks."""
+    out = []
+    for path in ALL_PAGES:
+        text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+        for cmd in re.findall(r"`(fugu [^`]+)`", text):
+            out.append((str(path.relative_to(ROOT)), cmd))
+    return out
+
+
+def _command(args: list[str]) -> tuple[click.Command, list[str]]:
+    from fugu.cli import _load_models, cli
+
+    _load_models()
+    if "report" not in cli.commands:
+        from fugu.cli import report
+
+        report.register(cli)
+    cmd: click.Command = cli
+    while isinstance(cmd, click.Group) and args and not args[0].startswith("-"):
+        sub = cmd.commands.get(args[0])
+        if sub is None:
+            break
+        cmd, args = sub, args[1:]
+    return cmd, args
+
+
+def test_inline_check_can_fail() -> None:
+    with pytest.raises(AssertionError, match="--branchng is not an option"):
+        test_inline_command_options_exist("x.md", "fugu release -a age --branchng 4")
+    with pytest.raises(AssertionError, match="names no fugu command"):
+        test_inline_command_options_exist("x.md", "fugu relase -a age")
+
+
+@pytest.mark.parametrize(("page", "line"), inline_commands())
+def test_inline_command_options_exist(page: str, line: str) -> None:
+    args = shlex.split(line.replace("…", ""))[1:]
+    cmd, rest = _command(args)
+    placeholder = bool(rest) and re.fullmatch(r"[A-Z][A-Z_.]*", rest[0]) is not None  # COMMAND
+    assert not isinstance(cmd, click.Group) or not rest or rest[0].startswith("-") or placeholder, (
+        f"{page}: '{line}' names no fugu command"
+    )
+    known = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
+    for tok in rest:
+        if tok.startswith("-") and not re.fullmatch(r"-?\d.*", tok):
+            assert tok.split("=", 1)[0] in known, f"{page}: '{line}': {tok} is not an option"
