@@ -294,3 +294,25 @@ def test_inline_command_options_exist(page: str, line: str) -> None:
     for tok in rest:
         if tok.startswith("-") and not re.fullmatch(r"-?\d.*", tok):
             assert tok.split("=", 1)[0] in known, f"{page}: '{line}': {tok} is not an option"
+
+
+def test_cli_default_engines_are_the_ones_cli_md_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cli.md said DuckDB counted CSV files by default; the CLI uses the numpy engine."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fugu
+    from fugu.cli import main
+
+    text = " ".join((DOCS / "cli.md").read_text(encoding="utf-8").split())
+    assert "A Parquet file is counted by DuckDB and a CSV file by the numpy engine" in text
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.csv").write_text("age,grade\n30,A\n41,B\n")
+    pq.write_table(pa.table({"age": [30, 41], "grade": ["A", "B"]}), tmp_path / "s.parquet")
+    for data, engine in [("s.csv", "numpy"), ("s.parquet", "duckdb")]:
+        args = ["release", "--data", data, "-a", "age:18..70,grade:A|B|C", "-e", "1", "-q"]
+        assert main([*args, "--out", f"{data}.npz"]) == 0
+        rel = fugu.Release.load(f"{data}.npz")
+        assert rel.guarantee.data_options["engine"] == engine, data
