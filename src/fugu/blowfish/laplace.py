@@ -35,8 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..budget import Accountant
-from ..domain import Domain
-from ..errors import InvalidTypeError
+from ..domain import Domain, Ordinal
+from ..errors import InvalidParameterError, InvalidTypeError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace_variance, geometric_mechanism, grid_laplace
@@ -45,7 +45,14 @@ from ..release_state import Array, Meta
 from ._eps import NoisePart, check_noise_epsilon
 from .ordered import blowfish_neighbours
 from .policy import Policy, check_counted_records
-from .sensitivity import Coarsening, HistogramQuery, _normalise, query_matrix, sensitivity
+from .sensitivity import (
+    Coarsening,
+    HistogramQuery,
+    SumQuery,
+    _normalise,
+    query_matrix,
+    sensitivity,
+)
 
 __all__ = ["laplace", "LinearRelease"]
 
@@ -135,6 +142,7 @@ def laplace(
     check_noise_epsilon(
         epsilon, [NoisePart("output", sens, 1.0, grid_m)], "Blowfish Laplace mechanism"
     )
+    w_int = _integer_matrix(q, w, hist) if integer and w is not None else None
     eps, source = start(
         epsilon,
         rng,
@@ -169,16 +177,78 @@ def laplace(
         var = float(discrete_laplace_variance(sens / eps)) if sens > 0 else 0.0
         return CubeRelease(hist.domain, g, np.asarray(noisy, dtype=np.float64), cell_variance=var)
     assert w is not None
-    exact = w @ hist.counts.reshape(-1).astype(np.float64)
     labels = _labels(q, w.shape[0])
-    if sens == 0:
-        return LinearRelease(hist.domain, g, exact, 0.0, labels)
-    if integer:
-        noisy = geometric_mechanism(np.rint(exact).astype(np.int64), sens, eps, source)
+    if w_int is not None:
+        # integer queries are answered exactly in int64 (in float64 a sum above 2^53 is rounded,
+        # and one move could change the rounded answer by more than the sensitivity)
+        exact_int = w_int @ hist.counts.reshape(-1).astype(np.int64)
+        if sens == 0:
+            return LinearRelease(hist.domain, g, exact_int.astype(np.float64), 0.0, labels)
+        noisy = geometric_mechanism(exact_int, sens, eps, source)
         var = float(discrete_laplace_variance(sens / eps))
         return LinearRelease(hist.domain, g, noisy.astype(np.float64), var, labels)
+    exact = w @ hist.counts.reshape(-1).astype(np.float64)
+    if sens == 0:
+        return LinearRelease(hist.domain, g, exact, 0.0, labels)
     vals, info = grid_laplace(exact, sens, eps, source)
     return LinearRelease(hist.domain, g, vals, info.variance(), labels)
+
+
+#: Integer answers are computed in int64 when ``n · max|W|`` stays below this (no overflow in
+#: the product, and room for the noise).
+MAX_INTEGER_ANSWER = 2**62
+
+
+def _integer_matrix(q: Any, w: NDArray[np.float64], hist: Histogram) -> NDArray[np.int64]:
+    """The exact int64 matrix of an integer-valued query, checked (before any budget is spent)
+    so that every answer ``W·h`` is exact in int64: ``n · max|W| < 2^62``.
+
+    A :class:`SumQuery` is rebuilt from the attributes' integer values (``low + code``):
+    :func:`query_matrix` holds them as float64, which rounds values above 2^53. The check uses
+    only the number of records, as Privelet's grid-range check does.
+    """
+    if isinstance(q, SumQuery) and float(q.max_weight).is_integer():
+        w_int = _sum_matrix(q, hist.domain)
+    else:
+        if not float(np.max(np.abs(w), initial=0.0)) < MAX_INTEGER_ANSWER:
+            raise InvalidParameterError(
+                f"query: an entry of the query matrix is at least 2^62 in magnitude; fugu "
+                f"answers integer queries exactly in int64 and needs |W| < {MAX_INTEGER_ANSWER:g}"
+            )
+        w_int = w.astype(np.int64)
+    n = int(hist.counts.sum())
+    top = int(np.max(np.abs(w_int), initial=0))
+    if n * top >= MAX_INTEGER_ANSWER:
+        raise InvalidParameterError(
+            f"query: its answers could reach {top:g} per record, and fugu answers integer queries "
+            f"exactly in int64 (|answer| < 2^62): this histogram has more than "
+            f"{(MAX_INTEGER_ANSWER - 1) // max(top, 1):.6g} records; shift or rescale the "
+            f"attribute (e.g. subtract a public offset) before summing"
+        )
+    return w_int
+
+
+def _sum_matrix(q: SumQuery, domain: Domain) -> NDArray[np.int64]:
+    """Exact integer values (one row per summed attribute) of an integer-weighted sum."""
+    names = q.attributes if q.attributes is not None else domain.names
+    grids = np.indices(domain.shape).reshape(domain.ndim, -1)
+    weight = float(q.max_weight)
+    rows = []
+    for name in names:
+        a = domain.attribute(name)
+        if not isinstance(a, Ordinal):
+            raise InvalidParameterError(
+                f"attribute {name!r} is nominal; only ordered attributes can be summed"
+            )
+        base = 0 if a.edges is not None else int(a.low)
+        top = max(abs(base), abs(base + domain.shape[domain.axis(name)] - 1)) * abs(weight)
+        if not top < MAX_INTEGER_ANSWER:
+            raise InvalidParameterError(
+                f"query: the values of {name!r} times max_weight reach {top:g}; fugu answers "
+                f"integer sums exactly in int64 and needs them below 2^62"
+            )
+        rows.append((grids[domain.axis(name)].astype(np.int64) + base) * int(weight))
+    return np.stack(rows)
 
 
 def _is_dense_matrix(q: Any) -> bool:
