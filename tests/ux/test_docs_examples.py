@@ -413,3 +413,28 @@ def test_api_reference_documents_what_the_pages_use() -> None:
                 if id(resolve(full)) not in documented:
                     missing.append(full)
     assert not missing, f"docs/reference/api.md lacks {missing}"
+
+
+def test_examples_import_only_what_a_fresh_install_has() -> None:
+    """``pip install .`` brings fugu's dependencies only (no pandas, scikit-learn, xxhash)."""
+    import sys
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    installed = {re.split(r"[<>=\[ ;]", d, maxsplit=1)[0].lower().replace("-", "_") for d in deps}
+    allowed = installed | set(sys.stdlib_module_names) | {"fugu"}
+    bad = []
+    for path in ALL_PAGES:
+        for b in blocks(path):
+            if b.lang != "python" or b.skip:
+                continue
+            for node in ast.walk(ast.parse(b.text)):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module]
+                bad += [
+                    f"{path.name}:{b.line} {n}" for n in names if n.split(".")[0] not in allowed
+                ]
+    assert not bad, f"examples import what a fresh install lacks: {bad}"
