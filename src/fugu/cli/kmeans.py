@@ -200,9 +200,6 @@ def register(cli: click.Group) -> None:
         if not report_path:
             refuse_unused(ctx, {"repetitions": "--repetitions"}, "without --report")
         refuse_overwriting(out, "--out", {"the data file (--data)": data})
-        refuse_overwriting(
-            report_path, "--report", {"the data file (--data)": data, "the --out file": out}
-        )
         dom = _domain(columns, domain_file)
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
