@@ -424,3 +424,25 @@ def test_histogram_from_file_never_ignores_sql_or_the_path(tmp_path: Path) -> No
         fugu.Histogram.from_file(None, dom, engine="numpy", sql=sql)
     hist = fugu.Histogram.from_file(None, dom, sql=sql)
     assert hist.total() == 1 and hist.data_options["public_filter_sql"] == sql
+
+
+# -- 9. errors stay readable: a bad value is quoted in part, a bad CSV line is a FuguError -------
+def _unclosed_quote_csv(tmp_path: Path, bad_line: str) -> Path:
+    rows = ["x,s"] + [f"{i % 10},a" for i in range(30_000)]
+    rows[25_000] = bad_line  # beyond DuckDB's sniffing sample (20,480 lines)
+    path = tmp_path / "big.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_an_error_quotes_at_most_a_few_characters_of_a_value(tmp_path: Path) -> None:
+    """A quote left open in a CSV makes the rest of the file one field: the out-of-domain error
+    quoted all of it (a 50 kB message of records, printed by the CLI)."""
+    path = _unclosed_quote_csv(tmp_path, '3,"a')
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9), fugu.Nominal("s", ["a"])])
+    with pytest.raises(fugu.DomainError) as err:
+        fugu.Histogram.from_file(path, dom, engine="numpy")
+    assert len(str(err.value)) < 400 and "characters)" in str(err.value)
+    with pytest.raises(fugu.DomainError) as err:
+        fugu.Domain([fugu.Ordinal("x", 0, 9)]).encode({"x": np.array(["y" * 10_000], object)})
+    assert len(str(err.value)) < 400
