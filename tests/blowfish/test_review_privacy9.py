@@ -14,6 +14,9 @@ Bugs this review found are fixed, and their tests failed before the fix:
   records; epoch-microsecond timestamps pass 2^53 with six records). The query matrix of a sum
   was float64 too (values above 2^53 rounded). Integer queries are now answered exactly in
   int64, refused before any budget is spent when ``n·max|W|`` could leave int64's safe range.
+* ``blowfish.laplace`` of a real-valued query whose answer exceeded the noise grid's 2^62 units
+  raised inside ``grid_laplace`` after the charge, on the data (one record at 2 released, its
+  neighbour at 3 raised). The bound ``n·max|W|`` is now checked before anything is spent.
 """
 
 from __future__ import annotations
@@ -100,3 +103,40 @@ def test_integer_answers_beyond_int64_are_refused_before_the_charge() -> None:
         accountant=acct,
     )
     assert acct.spent == 1.0
+
+
+def test_real_answers_beyond_the_noise_grid_are_refused_before_the_charge() -> None:
+    """Before: a real-valued query's answer above the grid's 2^62 units raised inside
+    ``grid_laplace`` after the charge, on the data: one record at value 2 released (W = 2^51,
+    2^62 units of 2^-11), its neighbour at 3 (W = 2^51 + 0.5, sensitivity 0.5 under the line)
+    raised — told apart with probability 1. Now both are refused before anything is spent."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 3)])
+    pol = Policy.line(dom)
+    w = np.array([[2.0**51 - 1, 2.0**51 - 0.5, 2.0**51, 2.0**51 + 0.5]])
+    acct = fugu.Accountant(fugu.blowfish.blowfish_budget(5.0, pol))
+    outcomes = []
+    for counts in ([0, 0, 1, 0], [0, 0, 0, 1]):
+        try:
+            laplace(
+                fugu.Histogram(np.array(counts), dom),
+                1.0,
+                pol,
+                query=w,
+                rng=fugu.RandomSource(seed=0),
+                accountant=acct,
+            )
+            outcomes.append("released")
+        except fugu.errors.InvalidParameterError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]  # the same outcome (and message) on both neighbours
+    assert acct.spent == 0
+    # a query within the grid's range is released as before
+    rel = laplace(
+        fugu.Histogram(np.array([0, 0, 0, 1]), dom),
+        1.0,
+        pol,
+        query=w - 2.0**51,
+        rng=fugu.RandomSource(seed=0),
+        accountant=acct,
+    )
+    assert acct.spent == 1.0 and rel.values.shape == (1,)

@@ -39,7 +39,14 @@ from ..domain import Domain, Ordinal
 from ..errors import InvalidParameterError, InvalidTypeError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import guarantee, start
-from ..noise import RandomSource, discrete_laplace_variance, geometric_mechanism, grid_laplace
+from ..noise import (
+    GRID_MAX_UNITS,
+    RandomSource,
+    discrete_laplace_variance,
+    geometric_mechanism,
+    grid_granularity,
+    grid_laplace,
+)
 from ..release import CubeRelease, Guarantee, Release
 from ..release_state import Array, Meta
 from ._eps import NoisePart, check_noise_epsilon
@@ -143,6 +150,8 @@ def laplace(
         epsilon, [NoisePart("output", sens, 1.0, grid_m)], "Blowfish Laplace mechanism"
     )
     w_int = _integer_matrix(q, w, hist) if integer and w is not None else None
+    if w is not None and not integer and sens > 0:
+        _check_grid_range(w, sens, hist)
     eps, source = start(
         epsilon,
         rng,
@@ -226,6 +235,26 @@ def _integer_matrix(q: Any, w: NDArray[np.float64], hist: Histogram) -> NDArray[
             f"attribute (e.g. subtract a public offset) before summing"
         )
     return w_int
+
+
+def _check_grid_range(w: NDArray[np.float64], sens: float, hist: Histogram) -> None:
+    """Refuse, before any budget is spent, a real-valued query whose answers could leave the
+    noise grid's range (:func:`fugu.noise.grid_laplace` accepts |value| <= 2^62 grid units and
+    raises beyond, after the charge, on the data: one neighbour released, the other raised).
+    ``|answer_i| <= n · max_x |W[i, x]|`` and the grid depends only on (sensitivity, m), so the
+    check uses only the number of records, as Privelet's does."""
+    m = int(w.shape[0])
+    gamma = float(grid_granularity(sens, max(1, m)))
+    limit = GRID_MAX_UNITS * gamma * (1.0 - 2.0**-20)
+    n = float(hist.counts.sum())
+    top = float(np.max(np.abs(w), initial=0.0))
+    if n * top > limit:
+        raise InvalidParameterError(
+            f"query: its answers could reach {top:g} per record, and the noise grid for this "
+            f"query ({gamma:g}, sensitivity {sens:g}) holds answers up to {limit:.6g}: this "
+            f"histogram has more than {limit / top:.6g} records; shift or rescale the query "
+            f"(e.g. subtract a public offset) before releasing it"
+        )
 
 
 def _sum_matrix(q: SumQuery, domain: Domain) -> NDArray[np.int64]:
