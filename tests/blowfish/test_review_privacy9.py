@@ -17,6 +17,9 @@ Bugs this review found are fixed, and their tests failed before the fix:
 * ``blowfish.laplace`` of a real-valued query whose answer exceeded the noise grid's 2^62 units
   raised inside ``grid_laplace`` after the charge, on the data (one record at 2 released, its
   neighbour at 3 raised). The bound ``n·max|W|`` is now checked before anything is spent.
+* ``KMeans.fit``: the same for the cluster sums (``release_iteration`` → ``grid_laplace``
+  raised after the charge for one of two neighbours under a partition policy); the bound
+  ``n·width/2`` is now checked before anything is spent.
 """
 
 from __future__ import annotations
@@ -140,3 +143,33 @@ def test_real_answers_beyond_the_noise_grid_are_refused_before_the_charge() -> N
         accountant=acct,
     )
     assert acct.spent == 1.0 and rel.values.shape == (1,)
+
+
+# == 2. private k-means: the sums' range is checked before the charge ============================
+def test_kmeans_sums_beyond_the_noise_grid_are_refused_before_the_charge() -> None:
+    """Before: under a partition policy (q_sum sensitivity 1, the block {0.5, 1.5}; grid 2^-10)
+    three points at 2^52 and one at 0.5 gave a centred sum of 2^52 (released), and its
+    neighbour with that point at 1.5 (same block) a sum above 2^62 grid units: ``grid_laplace``
+    raised after the accountant was charged — told apart with probability 1. Now both are
+    refused before anything is spent."""
+    dom = fugu.Domain([fugu.Ordinal("x", edges=[0, 1, 2, 2.0**53 - 2])])
+    pol = Policy.partition(dom, {"x": [0, 0, 1]})
+    outcomes = []
+    for near in (0.5, 1.5):
+        acct = fugu.Accountant(fugu.blowfish.blowfish_budget(5.0, pol))
+        x = np.array([[near], [2.0**52], [2.0**52], [2.0**52]])
+        km = fugu.blowfish.KMeans(
+            1, 1.0, policy=pol, n_iter=1, rng=fugu.RandomSource(seed=0), accountant=acct
+        )
+        try:
+            km.fit(x)
+            outcomes.append("released")
+        except fugu.errors.InvalidParameterError as exc:
+            outcomes.append(str(exc))
+        assert acct.spent == 0, outcomes
+    assert outcomes[0] == outcomes[1]
+    # points within the grid's range are fitted as before
+    ok = fugu.Domain([fugu.Ordinal("x", edges=[0, 1, 2, 2.0**40])])
+    pol_ok = Policy.partition(ok, {"x": [0, 0, 1]})
+    km = fugu.blowfish.KMeans(1, 1.0, policy=pol_ok, n_iter=1, rng=fugu.RandomSource(seed=0))
+    assert km.fit(np.array([[0.5], [2.0**39], [2.0**39]])).cluster_centers_.shape == (1, 1)

@@ -138,6 +138,7 @@ from .kmeans_queries import (
     SU_MIN_ITER,
     IterationPlan,
     KMeansPlan,
+    check_sum_range,
     kmeans_sensitivities,
     qsize_sensitivity,
     qsum_sensitivity,
@@ -663,6 +664,8 @@ class KMeans:
         if _grid_start(self.init, n_public, grid):
             spec = eugkm_grid(n, eps_init if eps_init > 0 else eps, grid, graph)
         check_plan_epsilon(eps, plans, k, grid.dim, spec, init_share)
+        if iters > 0:
+            check_sum_range(n, grid, k, s_sum)
         eps, source = start(
             eps,
             self.rng,

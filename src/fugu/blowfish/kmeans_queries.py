@@ -48,6 +48,7 @@ __all__ = [
     "release_iteration",
     "KMeansPlan",
     "su_plan",
+    "check_sum_range",
 ]
 
 
@@ -304,6 +305,31 @@ def release_iteration(
     else:
         noisy_sums = q.astype(np.float64).copy()
     return noisy_sizes, noisy_sums
+
+
+def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
+    """Refuse, before any budget is spent, data whose centred sums could leave the noise grid's
+    range (:func:`fugu.noise.grid_laplace` accepts |value| <= 2^62 grid units and raised beyond
+    it inside :func:`release_iteration`, after the charge, on the data: two neighbours whose
+    sums straddle the limit were told apart with probability 1). Every centred sum of attribute
+    j is at most ``n · max_v |coords_j[v] − o_j|`` = ``n · width_j / 2``, and the grid depends
+    only on (sensitivity, changed coordinates), so the check uses only the number of points, as
+    Privelet's does."""
+    from ..noise import GRID_MAX_UNITS, grid_granularity
+
+    if sens_sum <= 0:
+        return
+    d = grid.dim
+    gamma = float(grid_granularity(sens_sum, max(1, min(2 * d, k * d))))
+    limit = GRID_MAX_UNITS * gamma * (1.0 - 2.0**-20)
+    reach = float(np.max(np.abs(grid.high - grid.low))) / 2.0
+    if float(n) * reach > limit:
+        raise InvalidParameterError(
+            f"X: the noise grid of the cluster sums ({gamma:g}, q_sum sensitivity {sens_sum:g}) "
+            f"holds sums up to {limit:.6g}, and points reach {reach:g} from the box centre, so at "
+            f"most {limit / reach:.6g} points fit and X has more; use a coarser policy (larger "
+            f"blocks or theta), or rescale the attributes"
+        )
 
 
 #: Su et al. (2016): the typical |centred coordinate| of a cluster centre as a fraction of its
