@@ -438,3 +438,24 @@ def test_examples_import_only_what_a_fresh_install_has() -> None:
                     f"{path.name}:{b.line} {n}" for n in names if n.split(".")[0] not in allowed
                 ]
     assert not bad, f"examples import what a fresh install lacks: {bad}"
+
+
+def test_ldp_tutorial_uniform_guess_is_current() -> None:
+    """The uniform guess is deterministic: its error in tutorials/ldp.md must be today's.
+
+    The page said 11,220 after the demo's workload had changed (11,349).
+    """
+    import fugu
+    from fugu.datasets import adult, adult_domain
+    from fugu.demo import LDP_ATTRIBUTES
+    from fugu.queries import mae
+
+    text = " ".join((DOCS / "tutorials" / "ldp.md").read_text(encoding="utf-8").split())
+    shown = re.search(r"and ([\d,]+) for the uniform guess", text)
+    assert shown, "tutorials/ldp.md no longer quotes the uniform guess"
+    dom = adult_domain(list(LDP_ATTRIBUTES))
+    records = {k: v for k, v in adult().items() if k in dom.names}
+    wl = fugu.random_workload(dom, 300, n_predicates=2, volume=0.5, seed=1)
+    truth = wl.answer(fugu.Histogram.from_records(records, dom).counts, dom)
+    uni = fugu.ldp.Uni(dom, epsilon=1.0).simulate(records)
+    assert round(mae(uni.answer_many(wl), truth)) == int(shown.group(1).replace(",", ""))
