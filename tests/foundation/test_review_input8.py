@@ -446,3 +446,33 @@ def test_an_error_quotes_at_most_a_few_characters_of_a_value(tmp_path: Path) -> 
     with pytest.raises(fugu.DomainError) as err:
         fugu.Domain([fugu.Ordinal("x", 0, 9)]).encode({"x": np.array(["y" * 10_000], object)})
     assert len(str(err.value)) < 400
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "reason"),
+    [
+        ("3,a,extra", "3 fields"),  # a line with more fields than the header
+        ("3", "1 field"),  # fewer
+        ('3,"a', "quote"),  # a quote never closed
+        ("abc,a", "'x'"),  # not a number, in a column DuckDB sniffed as BIGINT
+    ],
+)
+def test_duckdb_read_errors_are_one_line_file_format_errors(
+    tmp_path: Path, bad_line: str, reason: str
+) -> None:
+    """A bad line past DuckDB's sniffing sample raised DuckDB's own exception (a traceback in
+    the CLI) whose message held the line itself (other records, for an open quote the rest of
+    the file) and advice to loosen the reader (strict_mode=false, ignore_errors=true: dropping
+    records); a bad line inside the sample gave a 1,500-character 'sniffing' error."""
+    path = _unclosed_quote_csv(tmp_path, bad_line)
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9), fugu.Nominal("s", ["a"])])
+    with pytest.raises(fugu.FileFormatError) as err:
+        histogram_counts(path, dom, engine="duckdb")
+    msg = str(err.value)
+    assert "\n" not in msg and len(msg) < 400 and reason in msg, msg
+    assert "ignore_errors" not in msg and "line 25001" in msg
+    small = tmp_path / "small.csv"
+    small.write_text(f"x,s\n1,a\n{bad_line}\n2,a\n")
+    with pytest.raises(fugu.FuguError) as err:
+        histogram_counts(small, dom, engine="duckdb")
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400, str(err.value)

@@ -48,6 +48,14 @@ def _lit(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
+_DIALECT_WORDS = "RFC 4180: ',' separated (tabs for .tsv), '\"' quotes doubled inside"
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    first = text.strip().split("\n", 1)[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
 def csv_dialect(path: str | Path) -> str:
     """The read_csv options of the one CSV dialect every engine reads: RFC 4180 (',' or, for
     ``*.tsv``, a tab; fields quoted with '"', a quote inside doubled), no comment character,
@@ -154,7 +162,7 @@ class _Connection:
         try:
             return [r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {self.src}").fetchall()]
         except duckdb.Error as exc:
-            raise InvalidParameterError(f"DuckDB could not read the input: {exc}") from None
+            raise self.read_error(exc) from None
 
     def source_columns(self) -> list[str]:
         """The input's column names as written in it, before DuckDB renames repeated ones.
@@ -218,20 +226,66 @@ class _Connection:
         if text and self.src.startswith("read_csv("):  # labels as written (see source_sql)
             self.src = source_sql(self.data, None, text)
 
-    def reader(self, query: str, batch_rows: int) -> Any:
-        rel = self.con.sql(query)
-        for name in ("to_arrow_reader", "fetch_arrow_reader", "record_batch"):
-            fn = getattr(rel, name, None)
-            if fn is not None:
-                return fn(batch_rows)
+    def reader(self, query: str, batch_rows: int) -> Iterator[Any]:
+        """The query's result as Arrow record batches (read errors: :meth:`read_error`)."""
+        import duckdb
+
+        try:
+            rel = self.con.sql(query)
+            for name in ("to_arrow_reader", "fetch_arrow_reader", "record_batch"):
+                fn = getattr(rel, name, None)
+                if fn is not None:
+                    yield from fn(batch_rows)
+                    return
+        except duckdb.Error as exc:
+            raise self.read_error(exc) from None
         raise InvalidParameterError(
             "this DuckDB version cannot stream Arrow batches; upgrade duckdb"
         )  # pragma: no cover
 
     def table(self, query: str) -> Any:
-        rel = self.con.sql(query)
-        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
-        return fetch()
+        import duckdb
+
+        try:
+            rel = self.con.sql(query)
+            fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+            return fetch()
+        except duckdb.Error as exc:
+            raise self.read_error(exc) from None
+
+    def read_error(self, exc: Exception) -> InvalidParameterError:
+        """DuckDB's error as one line. For a CSV file: a :class:`FileFormatError` naming the line
+        and what is wrong with it, never the line itself (it holds records; after an open quote,
+        the rest of the file) nor DuckDB's advice to loosen the reader (``ignore_errors``,
+        ``strict_mode=false``, ``null_padding``: records dropped or padded)."""
+        text = str(exc)
+        if not self.src.startswith("read_csv("):
+            return InvalidParameterError(f"DuckDB could not read the input: {_first_line(text)}")
+        line = re.search(r"CSV Error on Line: (\d+)", text)
+        where = f"line {line.group(1)}" if line else "a line"
+        fields = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
+        column = re.search(r'Error when converting column "(.*?)"\.', text)
+        if fields:
+            n = int(fields.group(2))
+            reason = f"{where} has {n} field{'s' if n != 1 else ''}, the header {fields.group(1)}"
+        elif "unterminated quote" in text:
+            reason = f"{where} opens a quote that is never closed"
+        elif column:
+            reason = (
+                f"{where}: column {column.group(1)!r} holds a value of another type than the "
+                "lines DuckDB sampled (e.g. text among numbers)"
+            )
+        elif "sniffing" in text:
+            reason = (
+                "a line has more or fewer fields than the header, or a quote is not closed or "
+                "not doubled inside a quoted value"
+            )
+        else:
+            reason = _first_line(text)
+        return FileFormatError(
+            f"cannot read {str(self.data)!r} as CSV ({_DIALECT_WORDS}): {reason}; fix the file "
+            "(fugu neither drops nor pads records)"
+        )
 
     def close(self) -> None:
         self.con.close()
