@@ -459,3 +459,33 @@ def test_ldp_tutorial_uniform_guess_is_current() -> None:
     truth = wl.answer(fugu.Histogram.from_records(records, dom).counts, dom)
     uni = fugu.ldp.Uni(dom, epsilon=1.0).simulate(records)
     assert round(mae(uni.answer_many(wl), truth)) == int(shown.group(1).replace(",", ""))
+
+
+def test_ldp_rejection_reasons_are_the_ones_the_pages_list(tmp_path: Path) -> None:
+    """docs/ldp.md's table names every reason the aggregator counts; docs/engines.md filed a
+    bit vector of another length under 'malformed', which the aggregator counts as 'wrong type'."""
+    import json
+    import warnings
+
+    import fugu
+    from fugu.ldp.wire import REASONS
+
+    text = (DOCS / "ldp.md").read_text(encoding="utf-8")
+    table = text.split("| reason | what |", 1)[1].split("\n\n", 1)[0]
+    assert set(re.findall(r"^\| `([^`]+)` \|", table, flags=re.M)) == set(REASONS)
+    engines = " ".join((DOCS / "engines.md").read_text(encoding="utf-8").split())
+    assert "`wrong type` (text, a fraction where an integer belongs, a bit vector of another" in (
+        engines
+    )
+
+    oue = fugu.ldp.OUE(fugu.Domain([fugu.Ordinal("age", 0, 99)]), 1.0)
+    oue.client().perturb({"age": [3, 4, 5]}).save(tmp_path / "r.jsonl")
+    head, short, gone, ok = (tmp_path / "r.jsonl").read_text().splitlines()
+    short = json.dumps({k: v[:-2] for k, v in json.loads(short).items()})  # one byte short
+    gone = json.dumps({})  # a row without the column
+    (tmp_path / "bad.jsonl").write_text("\n".join([head, short, gone, ok]) + "\n")
+    agg = oue.aggregator()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agg.add(fugu.ldp.Reports.load(tmp_path / "bad.jsonl"))
+    assert dict(agg.rejected) == {"wrong type": 1, "malformed": 1} and agg.n_accepted == 1
