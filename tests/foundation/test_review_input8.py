@@ -476,3 +476,17 @@ def test_duckdb_read_errors_are_one_line_file_format_errors(
     with pytest.raises(fugu.FuguError) as err:
         histogram_counts(small, dom, engine="duckdb")
     assert "\n" not in str(err.value) and len(str(err.value)) < 400, str(err.value)
+
+
+# -- 10. dataset generators ------------------------------------------------------------------------
+def test_synthetic_correlation_is_checked() -> None:
+    """rho outside (-1/(d-1), 1) raised numpy's LinAlgError ('fugu ldp simulate --rho 1.5'
+    printed 'Matrix is not positive definite'); rho=NaN silently made garbage codes
+    (-2**63 for every value) that the domain then refused as out of range."""
+    from fugu.datasets import correlated_gaussian, correlated_laplace
+
+    for gen in (correlated_gaussian, correlated_laplace):
+        for rho in (1.0, 1.5, -0.6, float("nan"), True):
+            with pytest.raises(fugu.InvalidParameterError, match="rho"):
+                gen(10, 3, 4, rho=rho)
+        assert gen(10, 3, 4, rho=-0.4)["a0"].shape == (10,)

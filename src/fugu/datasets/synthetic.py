@@ -6,7 +6,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import Domain, Ordinal
-from ..errors import check_positive_int
+from ..errors import InvalidParameterError, check_positive_int
 
 
 def synthetic_domain(d: int, c: int, prefix: str = "a") -> Domain:
@@ -15,7 +15,16 @@ def synthetic_domain(d: int, c: int, prefix: str = "a") -> Domain:
 
 
 def _correlation(d: int, rho: float) -> NDArray[np.float64]:
-    cov = np.full((d, d), rho)
+    """The equicorrelation matrix; ``rho`` must make it positive definite: -1/(d-1) < rho < 1
+    (numpy's Cholesky failed with "Matrix is not positive definite", and a NaN rho made every
+    value NaN, then garbage codes)."""
+    low = -1.0 / (d - 1) if d > 1 else -1.0
+    if isinstance(rho, bool) or not isinstance(rho, int | float) or not low < rho < 1:
+        raise InvalidParameterError(
+            f"rho must be a correlation in ({low:g}, 1) for d = {d} attributes (pairwise "
+            f"correlation of an equicorrelated normal), got {rho!r}"
+        )
+    cov = np.full((d, d), float(rho))
     np.fill_diagonal(cov, 1.0)
     return cov
 
