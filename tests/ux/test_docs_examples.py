@@ -170,6 +170,10 @@ def _ldp_tutorial_budget(ns: dict[str, Any], out: str) -> None:
     assert out.strip() == "{} 2.0"
 
 
+def _blowfish_tutorial_cumulative(ns: dict[str, Any], out: str) -> None:
+    assert out.split() == ["5.0", "73.0"]  # "5 against 73 for Adult's 74 ages"
+
+
 def _central_recommend(ns: dict[str, Any], out: str) -> None:
     rec = ns["rec"]
     assert rec.best in rec.rmse and set(rec.rmse) == {"laplace", "hierarchical", "privelet"}
@@ -196,6 +200,7 @@ DOCUMENTED: dict[str, list[tuple[str, Check]]] = {
         ('"2-triangle"', _graphs_tutorial_karwa),
     ],
     "tutorials/ldp.md": [('on_invalid="raise"', _ldp_tutorial_budget)],
+    "tutorials/blowfish.md": [("CumulativeHistogram()", _blowfish_tutorial_cumulative)],
 }
 
 
@@ -225,7 +230,8 @@ def run_page(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list
 
 @pytest.mark.parametrize(
     "page",
-    [p for p in MODEL_PAGES if python_blocks(p)] + ["tutorials/graphs.md", "tutorials/ldp.md"],
+    [p for p in MODEL_PAGES if python_blocks(p)]
+    + ["tutorials/graphs.md", "tutorials/ldp.md", "tutorials/blowfish.md"],
 )
 def test_model_page_python_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     start = time.perf_counter()
