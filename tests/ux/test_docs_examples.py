@@ -495,3 +495,22 @@ def test_ldp_rejection_reasons_are_the_ones_the_pages_list(tmp_path: Path) -> No
         warnings.simplefilter("ignore")
         agg.add(fugu.ldp.Reports.load(tmp_path / "bad.jsonl"))
     assert dict(agg.rejected) == {"wrong type": 1, "malformed": 1} and agg.n_accepted == 1
+
+
+def test_benchmark_commands_use_options_the_scripts_define() -> None:
+    """`python bench/bench_x.py --opt` in the pages: the script exists and defines --opt."""
+    bad = []
+    for path in ALL_PAGES:
+        text = path.read_text(encoding="utf-8")
+        for script, args in re.findall(
+            r"(bench_\w+\.py)((?:\s+--?[\w-]+(?:\s+[^\s`|-][^\s`|]*)?)*)", text
+        ):
+            source = ROOT / "bench" / script
+            if not source.exists():
+                bad.append(f"{path.name}: {script} does not exist")
+                continue
+            code = source.read_text(encoding="utf-8")
+            for opt in re.findall(r"(?<![\w-])(--[\w-]+)", args):
+                if f'"{opt}"' not in code:
+                    bad.append(f"{path.name}: {script} has no {opt}")
+    assert not bad, bad
