@@ -20,6 +20,11 @@ Bugs this review found are fixed, and their tests failed before the fix:
 * ``KMeans.fit``: the same for the cluster sums (``release_iteration`` → ``grid_laplace``
   raised after the charge for one of two neighbours under a partition policy); the bound
   ``n·width/2`` is now checked before anything is spent.
+* the sum's closed-form sensitivity under a weighted distance graph counted
+  ``int((θ + 1e-9) // w)`` steps while ``is_edge`` joins ``g`` steps when ``g·w <= θ + 1e-12``:
+  for w = 15822325.102911225 and θ = 3w the product rounds down (0 and 3 are joined) but the
+  floor gave 2 (1e-9 is below θ's ulp): sensitivity 2 for a change of 3, exact loss 1.5ε. The
+  steps are now counted by ``max_steps``, the same float test as ``is_edge``.
 """
 
 from __future__ import annotations
@@ -173,3 +178,51 @@ def test_kmeans_sums_beyond_the_noise_grid_are_refused_before_the_charge() -> No
     pol_ok = Policy.partition(ok, {"x": [0, 0, 1]})
     km = fugu.blowfish.KMeans(1, 1.0, policy=pol_ok, n_iter=1, rng=fugu.RandomSource(seed=0))
     assert km.fit(np.array([[0.5], [2.0**39], [2.0**39]])).cluster_centers_.shape == (1, 1)
+
+
+# == 3. the sum's sensitivity under a weighted distance graph ====================================
+@pytest.mark.parametrize("metric", ["l1", "linf"])
+def test_sum_sensitivity_counts_every_step_is_edge_allows(
+    monkeypatch: pytest.MonkeyPatch, metric: str
+) -> None:
+    """Before: the sum's closed form counted ``int((θ + 1e-9) // w)`` steps, while ``is_edge``
+    joins values g steps apart when ``g·w <= θ + 1e-12``. For w = 15822325.102911225 and
+    θ = 3·w the product rounds down, so 0 and 3 are joined, but (θ + 1e-9) // w = 2 (1e-9 is
+    below θ's ulp): sensitivity 2, a neighbour changes the sum by 3 — exact loss 1.5ε through
+    ``blowfish.laplace``. Now the steps are counted by the same float test as ``is_edge``."""
+    w = 15822325.102911225
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    pol = Policy.distance_threshold(dom, 3 * w, metric, weights=[w])
+    gap = max(abs(x - y) for x in range(10) for y in range(10) if pol.is_edge(x, y))
+    assert gap == 3
+    calls = _spy(monkeypatch, LA, "geometric_mechanism")
+    for counts in ([1] + [0] * 9, [0, 0, 0, 1] + [0] * 6):
+        laplace(
+            fugu.Histogram(np.array(counts), dom),
+            1.0,
+            pol,
+            query="sum",
+            rng=fugu.RandomSource(seed=0),
+        )
+    (v1, scale), (v2, _) = calls
+    assert abs(int(v1[0]) - int(v2[0])) / scale <= 1.0 + 1e-12
+
+
+def test_sum_sensitivity_weighted_l1_grid_covers_every_edge() -> None:
+    """Two attributes with large, unequal weights: the greedy knapsack of the closed form is
+    never below the largest L1 code gap of an edge listed by ``is_edge``."""
+    gen = np.random.default_rng(9)
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 6), fugu.Ordinal("b", 0, 6)])
+    cells = np.indices(dom.shape).reshape(2, -1).T
+    for _ in range(60):
+        w = [float(x) for x in gen.uniform(0.5, 2.0, 2) * 10.0 ** gen.integers(5, 9, 2)]
+        steps = np.array([gen.integers(1, 5), gen.integers(0, 3)], dtype=np.float64)
+        theta = float((steps * np.asarray(w)).sum())  # the distance of an edge, as is_edge sums
+        pol = Policy.distance_threshold(dom, theta, weights=w)
+        gaps = [
+            int(np.abs(cells[x] - cells[y]).sum())
+            for x in range(dom.size)
+            for y in range(x + 1, dom.size)
+            if pol.is_edge(x, y)
+        ]
+        assert fugu.blowfish.sensitivity("sum", pol) >= max(gaps), (w, theta)

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ..domain import Ordinal
 from ..errors import InvalidParameterError, PolicyError
 from .policy import Policy
-from .policy_edges import max_steps
+from .policy_edges import EDGE_SLACK, max_steps
 from .sensitivity_queries import (
     Coarsening,
     CumulativeHistogram,
@@ -98,19 +98,23 @@ def _sum_sensitivity(q: SumQuery, policy: Policy) -> SensitivityResult:
             best = float(max(n - 1 for n in sizes))
         elif policy.kind == "distance":
             assert policy.weights is not None and policy.theta is not None
-            theta = policy.theta + 1e-9
+            wts = policy.weights
             if policy.metric == "linf":
+                # each attribute moves up to max_steps: the very float test of is_edge
+                # (g·w <= θ + 1e-12); (θ + 1e-9) // w undercounted when g·w rounds down and
+                # 1e-9 is below θ's ulp (w = 15822325.102911225, θ = 3w: 2 steps, is_edge 3)
                 best = float(
                     sum(
-                        min(n - 1, int(theta // policy.weights[a]))
+                        max_steps(policy.theta, wts[a], n - 1)
                         for a, n in zip(axes, sizes, strict=True)
                     )
                 )
             else:
-                budget = theta
-                wts = policy.weights
+                # greedy knapsack (unit values: cheapest steps first is optimal) with a relative
+                # slack above is_edge's θ + 1e-12 for the rounding of Σ g_A·w_A: never below
+                budget = policy.theta + EDGE_SLACK + 1e-9 * max(1.0, abs(policy.theta))
                 for ax, size in sorted(zip(axes, sizes, strict=True), key=lambda t: wts[t[0]]):
-                    take = min(size - 1, int(budget // wts[ax]))
+                    take = max_steps(budget - EDGE_SLACK, wts[ax], size - 1)
                     best += take
                     budget -= take * wts[ax]
         elif policy.kind == "partition" and policy.attribute_blocks is not None:
