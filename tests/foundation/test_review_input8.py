@@ -490,3 +490,20 @@ def test_synthetic_correlation_is_checked() -> None:
             with pytest.raises(fugu.InvalidParameterError, match="rho"):
                 gen(10, 3, 4, rho=rho)
         assert gen(10, 3, 4, rho=-0.4)["a0"].shape == (10,)
+
+
+def test_cli_random_workload_specs_are_read_whole(capsys: Any) -> None:
+    """'fugu sensitivity -q random:5:xyz' ran random:5 (blowfish read only the part before the
+    second colon), and 'fugu recommend -w random:5:1-1:9' ignored ':9'. Both now parse
+    random:N[:K1-K2] (the same function) and refuse anything else."""
+    from fugu.cli import main
+
+    base = ["sensitivity", "--data", "adult", "-a", "age,sex", "--policy", "attribute"]
+    for spec in ("random:5:xyz", "random:5:1-1:9", "randomly:5"):
+        assert main([*base, "-q", spec]) != 0
+        assert "random:N" in capsys.readouterr().err
+    assert main([*base, "-q", "random:5:2-2", "--json"]) == 0
+    capsys.readouterr()
+    rec = ["recommend", "--data", "adult", "-a", "age", "-e", "1"]
+    assert main([*rec, "-w", "random:5:1-1:9"]) != 0
+    assert "random:N" in capsys.readouterr().err

@@ -17,7 +17,7 @@ from ._common import (
     register_mechanism,
     table,
 )
-from .central import bool_option, float_option, int_option
+from .central import bool_option, float_option, int_option, parse_workload
 
 
 def release_policy(spec: Any, domain: Any, neighbours: str | None) -> Any:
@@ -124,7 +124,7 @@ register_mechanism(
 
 def _query(spec: str, dom: Any) -> Any:
     from ..blowfish import Coarsening, CumulativeHistogram
-    from ..queries import RangeQuery, Workload, random_workload
+    from ..queries import RangeQuery, Workload
 
     s = spec.strip()
     if s in ("histogram", "sum", "cumulative"):
@@ -137,17 +137,14 @@ def _query(spec: str, dom: Any) -> Any:
             k, _, v = item.partition("=")
             spec_map[k.strip()] = int(v) if v.strip().isdigit() else v.strip()
         return Coarsening(spec_map)
-    if s.startswith("random:"):
-        try:
-            n = int(s.split(":")[1])
-        except ValueError:
-            raise InvalidParameterError(f"--query {spec!r}: write random:N") from None
-        return random_workload(dom, n, n_predicates=(1, dom.ndim), seed=0)
+    if s.startswith("random:"):  # random:N[:K1-K2], as fugu recommend's --workload
+        return parse_workload(s, dom, 0, option="--query")
     if "=" in s:
         conds = dict(parse_where(c, dom, option="--query") for c in s.split("&"))
         return Workload([RangeQuery(conds)])
     raise InvalidParameterError(
-        f"--query {spec!r}: use histogram, cumulative[:attr], sum, coarsening:age=10, random:N, "
+        f"--query {spec!r}: use histogram, cumulative[:attr], sum, coarsening:age=10, "
+        f"random:N[:K1-K2], "
         f"or a range 'age=20..29&sex=Male'"
     )
 
@@ -182,7 +179,8 @@ def register(cli: click.Group) -> None:
         "-q",
         "queries",
         multiple=True,
-        help="histogram (default), cumulative[:attr], sum, coarsening:age=10, random:N, age=1..9.",
+        help="histogram (default), cumulative[:attr], sum, coarsening:age=10, random:N[:K1-K2], "
+        "age=1..9.",
     )
     @click.option(
         "--constraint",

@@ -187,12 +187,15 @@ register_mechanism(
 )
 
 
-def _workload(spec: str, dom: Any, seed: int | None) -> Any:
+def parse_workload(spec: str, dom: Any, seed: int | None, option: str = "--workload") -> Any:
+    """``random:N[:K1-K2]`` (seeded) or a JSON file of queries, for ``option``."""
     from ..queries import RangeQuery, Workload, random_workload
 
     if spec.startswith("random"):
         parts = spec.split(":")
         try:
+            if parts[0] != "random" or len(parts) > 3:  # nothing is ignored
+                raise ValueError(spec)
             n = int(parts[1]) if len(parts) > 1 and parts[1] else 1000
             if len(parts) > 2:
                 lo, _, hi = parts[2].partition("-")
@@ -201,14 +204,13 @@ def _workload(spec: str, dom: Any, seed: int | None) -> Any:
                 k = (1, dom.ndim)
         except ValueError:
             raise InvalidParameterError(
-                f"--workload {spec!r}: write random:N or random:N:K1-K2 (predicates per query)"
+                f"{option} {spec!r}: write random:N or random:N:K1-K2 (predicates per query)"
             ) from None
         return random_workload(dom, n, n_predicates=k, seed=seed)
     path = Path(spec)
     if not path.exists():
         raise InvalidParameterError(
-            f"--workload {spec!r} is neither 'random:N[:K1-K2]' nor an existing JSON file "
-            f"of queries"
+            f"{option} {spec!r} is neither 'random:N[:K1-K2]' nor an existing JSON file of queries"
         )
     try:
         items = json.loads(path.read_text())
@@ -273,7 +275,7 @@ def register(cli: click.Group) -> None:
         if not workload.startswith("random"):
             refuse_unused(ctx, {"seed": "--seed"}, "with a workload file (it seeds random:N)")
         dom = load_domain(data, attributes, domain_file)
-        w = _workload(workload, dom, seed)
+        w = parse_workload(workload, dom, seed)
         rec = rec_fn(dom, w, epsilon, neighbours=neighbours)
 
         def text() -> str:
