@@ -393,3 +393,71 @@ def test_random_policies_never_below_the_definition() -> None:
         assert got >= truth - 1e-9, (pol.description, q, got, truth)
         checked += 1
     assert checked >= 150
+
+
+# == 5. private k-means: the ε every noise draw uses sums to at most the ε given ================
+KQ = importlib.import_module("fugu.blowfish.kmeans_queries")
+KI = importlib.import_module("fugu.blowfish.kmeans_init")
+
+
+@pytest.mark.parametrize(
+    ("shape", "policy", "kw"),
+    [
+        ((20,), None, {}),
+        ((20,), "line", {"n_iter": 5, "size_fraction": 0.3}),
+        ((8, 8), None, {"init": "auto"}),
+        ((8, 8), "partition:a0=4,a1=4", {}),
+        ((8, 8), "partition:a0=4", {"n_iter": 3, "iteration_weights": [1, 2, 7]}),
+        ((8, 8), "distance:theta=2+bottom", {}),
+        ((8, 8), "attribute", {"init": "random", "n_iter": 1}),
+        ((5, 1), "full", {"n_iter": 2}),  # an attribute with lo == hi
+        ((4, 4, 4), "distance:theta=1,metric=linf", {"n_iter": 0}),  # the grid start alone
+    ],
+)
+@pytest.mark.parametrize("n", [3, 40, 5000])
+@pytest.mark.parametrize("eps", [0.05, 1.0, 20.0])
+def test_kmeans_noise_uses_at_most_the_epsilon_given(
+    monkeypatch: pytest.MonkeyPatch,
+    shape: tuple[int, ...],
+    policy: Any,
+    kw: dict[str, Any],
+    n: int,
+    eps: float,
+) -> None:
+    """Every geometric / grid-Laplace draw of a fit (the grid start, q_size and q_sum of every
+    iteration) is recorded with its ε; the sum is at most the ε given and charged, for small and
+    large n (the plan and the grid depend on n), tiny and large ε, k = 3 (k = n at n = 3),
+    partitions (exact parts), ⊥ (n private), fixed or automatic iterations, uneven iteration
+    weights and the grid start with all of ε. Each draw's scale is its part's sensitivity over
+    its ε. Passes (checked, correct)."""
+    used: list[float] = []
+
+    def wrap(module: Any, name: str) -> None:
+        real = getattr(module, name)
+
+        def spy(values: Any, sensitivity: float, epsilon: float, *a: Any, **k: Any) -> Any:
+            used.append(float(epsilon))
+            return real(values, sensitivity, epsilon, *a, **k)
+
+        monkeypatch.setattr(module, name, spy)
+
+    wrap(KQ, "geometric_mechanism")
+    wrap(KQ, "grid_laplace")
+    wrap(KI, "geometric_mechanism")
+    dom = fugu.Domain([fugu.Ordinal(f"a{i}", 0, s - 1) for i, s in enumerate(shape)])
+    gen = np.random.default_rng(n)
+    x = np.stack([gen.integers(0, s, n) for s in shape], axis=1)
+    acct = fugu.Accountant(fugu.Budget(100.0, model="blowfish")) if policy else None
+    km = fugu.blowfish.KMeans(
+        3, eps, policy=policy, domain=dom, rng=fugu.RandomSource(seed=1), accountant=acct, **kw
+    )
+    try:
+        km.fit(x)
+    except fugu.errors.InvalidParameterError as exc:
+        assert "n_iter=0" in str(exc) or "epsilon" in str(exc), exc
+        assert not used
+        return
+    assert sum(used) <= eps * (1 + 1e-12), (used, eps)
+    if acct is not None:
+        assert acct.spent == pytest.approx(eps)
+    assert km.guarantee_.epsilon == pytest.approx(eps)
