@@ -514,3 +514,15 @@ def test_benchmark_commands_use_options_the_scripts_define() -> None:
                 if f'"{opt}"' not in code:
                     bad.append(f"{path.name}: {script} has no {opt}")
     assert not bad, bad
+
+
+def test_hat_tree_graded_plan_is_chosen_where_central_md_says() -> None:
+    """central.md said the graded plan wins under replace-one at 100, 128 and 384 cells; the
+    planner picks the hat levels there (and the cells alone at 40), graded under add/remove."""
+    from fugu.central.hatplan import plan_hat_tree
+
+    text = " ".join((DOCS / "central.md").read_text(encoding="utf-8").split())
+    assert "Under replace-one (the default) it is chosen at none of the sizes tried" in text
+    assert plan_hat_tree(40, neighbours="add-remove").choice == "graded"
+    assert plan_hat_tree(40, neighbours="replace").choice == "identity"  # "up to 74 the cells"
+    assert plan_hat_tree(100, neighbours="replace").choice == "optimal"  # "from 100 on the hats"
