@@ -507,3 +507,19 @@ def test_cli_random_workload_specs_are_read_whole(capsys: Any) -> None:
     rec = ["recommend", "--data", "adult", "-a", "age", "-e", "1"]
     assert main([*rec, "-w", "random:5:1-1:9"]) != 0
     assert "random:N" in capsys.readouterr().err
+
+
+def test_a_header_only_csv_is_empty_on_spark_too(spark: Any, tmp_path: Path) -> None:
+    """Spark infers a header-only CSV's columns as strings, so it refused the file as 'column x
+    has Spark type string ... cast it to double' where the numpy and DuckDB engines say the
+    input has no rows."""
+    from fugu.engines import spark as spark_engine
+
+    path = tmp_path / "header.csv"
+    path.write_text("x,s\n")
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 3), fugu.Nominal("s", ["a"])])
+    for engine in FILE_ENGINES:
+        with pytest.raises(fugu.EmptyDataError):
+            fugu.Histogram.from_file(path, dom, engine=engine)
+    with pytest.raises(fugu.EmptyDataError):
+        spark_engine.histogram_from_file(path, dom, spark=spark)

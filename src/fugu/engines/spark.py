@@ -474,6 +474,8 @@ def _check_types(df: Any, domain: Any) -> None:
         t = fields[a.name]
         if a.kind == "ordinal":
             if not isinstance(t, T.NumericType):
+                if not df.limit(1).count():  # a header-only CSV: every column is a string
+                    raise EmptyDataError("the input has no rows; there is nothing to count")
                 raise InvalidTypeError(
                     f"column {a.name!r} has Spark type {t.simpleString()}, but attribute "
                     f"{a.name!r} "
