@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fugu
-from fugu.engines import histogram_counts
+from fugu.engines import histogram_counts, partial_sums
 
 FILE_ENGINES = ["numpy", "duckdb"]
 
@@ -471,6 +471,9 @@ def test_duckdb_read_errors_are_one_line_file_format_errors(
     msg = str(err.value)
     assert "\n" not in msg and len(msg) < 400 and reason in msg, msg
     assert "ignore_errors" not in msg and "line 25001" in msg
+    # streamed (not grouped) reads, as k-means and LDP aggregation make: pyarrow's OSError
+    with pytest.raises(fugu.FileFormatError, match=f"line 25001.*{reason}"):
+        partial_sums(path, lambda b: np.array([len(b["x"])]), columns=["x"], engine="duckdb")
     small = tmp_path / "small.csv"
     small.write_text(f"x,s\n1,a\n{bad_line}\n2,a\n")
     with pytest.raises(fugu.FuguError) as err:

@@ -237,7 +237,7 @@ class _Connection:
                 if fn is not None:
                     yield from fn(batch_rows)
                     return
-        except duckdb.Error as exc:
+        except (duckdb.Error, OSError) as exc:  # a streamed batch's error comes as OSError
             raise self.read_error(exc) from None
         raise InvalidParameterError(
             "this DuckDB version cannot stream Arrow batches; upgrade duckdb"
