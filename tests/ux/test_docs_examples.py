@@ -526,3 +526,21 @@ def test_hat_tree_graded_plan_is_chosen_where_central_md_says() -> None:
     assert plan_hat_tree(40, neighbours="add-remove").choice == "graded"
     assert plan_hat_tree(40, neighbours="replace").choice == "identity"  # "up to 74 the cells"
     assert plan_hat_tree(100, neighbours="replace").choice == "optimal"  # "from 100 on the hats"
+
+
+def test_kmeans_smallest_epsilon_is_what_kmeans_md_says() -> None:
+    """kmeans.md said every ε below about 1e-11 is refused; the default grid start runs at 1e-13."""
+    import numpy as np
+
+    import fugu
+    from fugu.blowfish.kmeans import KMeans
+    from fugu.errors import InvalidParameterError
+
+    text = " ".join((DOCS / "kmeans.md").read_text(encoding="utf-8").split())
+    assert "with noisy updates on the 400 × 300 map below, about 1e-11 and up" in text
+    dom = fugu.Domain([fugu.Ordinal("lat", 0, 399), fugu.Ordinal("lon", 0, 299)])
+    X = np.random.default_rng(0).integers(0, [400, 300], size=(500, 2))
+    KMeans(4, 1e-11, domain=dom, init="spread").fit(X)
+    with pytest.raises(InvalidParameterError, match="too small"):
+        KMeans(4, 1e-12, domain=dom, init="spread").fit(X)
+    KMeans(4, 1e-15, domain=dom).fit(X)  # grid start only
