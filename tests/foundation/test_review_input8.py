@@ -526,3 +526,13 @@ def test_a_header_only_csv_is_empty_on_spark_too(spark: Any, tmp_path: Path) -> 
             fugu.Histogram.from_file(path, dom, engine=engine)
     with pytest.raises(fugu.EmptyDataError):
         spark_engine.histogram_from_file(path, dom, spark=spark)
+
+
+def test_cli_graph_drop_self_loops_needs_edges(capsys: Any) -> None:
+    """--drop-self-loops with --graph karate was accepted and ignored (it applies to --edges)."""
+    from fugu.cli import main
+
+    args = ["graph", "count", "--graph", "karate", "--pattern", "edge", "--unit", "edge"]
+    args += ["--mechanism", "laplace", "-e", "1", "-q"]
+    assert main([*args, "--drop-self-loops"]) != 0
+    assert "--drop-self-loops has no effect" in capsys.readouterr().err

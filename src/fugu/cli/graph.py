@@ -211,6 +211,10 @@ def register(cli: click.Group) -> None:
             )
         if mechanism != "karwa":
             refuse_unused(ctx, {"delta": "--delta"}, f"with --mechanism {mechanism} (karwa)")
+        if edges is None:
+            refuse_unused(
+                ctx, {"drop_self_loops": "--drop-self-loops"}, "without --edges (it reads them)"
+            )
         if mechanism == "karwa" and unit != "edge":
             raise click.BadParameter(
                 f"Karwa et al.'s counts are edge-private, got --unit {unit}; use --unit edge",
