@@ -481,6 +481,15 @@ def test_duckdb_read_errors_are_one_line_file_format_errors(
     assert "\n" not in str(err.value) and len(str(err.value)) < 400, str(err.value)
 
 
+def test_a_csv_that_is_not_utf8_is_named_so_on_duckdb(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("x,s\n1,caf\u00e9\n2,a\n".encode("latin-1"))
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 3), fugu.Nominal("s", ["caf\u00e9", "a"])])
+    for engine in FILE_ENGINES:
+        with pytest.raises(fugu.FileFormatError, match="UTF-?8"):
+            histogram_counts(path, dom, engine=engine)
+
+
 # -- 10. dataset generators ------------------------------------------------------------------------
 def test_synthetic_correlation_is_checked() -> None:
     """rho outside (-1/(d-1), 1) raised numpy's LinAlgError ('fugu ldp simulate --rho 1.5'

@@ -270,6 +270,8 @@ class _Connection:
             reason = f"{where} has {n} field{'s' if n != 1 else ''}, the header {fields.group(1)}"
         elif "unterminated quote" in text:
             reason = f"{where} opens a quote that is never closed"
+        elif "not utf-8 encoded" in text.lower() or "invalid unicode" in text.lower():
+            reason = f"{where} is not UTF-8 text; convert the file to UTF-8"
         elif column:
             reason = (
                 f"{where}: column {column.group(1)!r} holds a value of another type than the "
