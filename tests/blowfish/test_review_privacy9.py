@@ -25,10 +25,16 @@ Bugs this review found are fixed, and their tests failed before the fix:
   for w = 15822325.102911225 and θ = 3w the product rounds down (0 and 3 are joined) but the
   floor gave 2 (1e-9 is below θ's ulp): sensitivity 2 for a change of 3, exact loss 1.5ε. The
   steps are now counted by ``max_steps``, the same float test as ``is_edge``.
+* ``blowfish.laplace`` of a real-valued query handed ``grid_laplace`` the float64 product
+  ``W @ counts``, whose rounding (up to an ulp per operation) ``grid_laplace`` does not cover:
+  exact loss 1.00094ε on three cells within the grid's exact range, 1.49ε beyond 2^53 grid
+  units. The answers are now computed exactly (integer mantissas) and rounded once, to the
+  grid; answers beyond 2^53 grid units are refused before the charge.
 """
 
 from __future__ import annotations
 
+import fractions
 import importlib
 import itertools
 from typing import Any
@@ -461,3 +467,68 @@ def test_kmeans_noise_uses_at_most_the_epsilon_given(
     if acct is not None:
         assert acct.spent == pytest.approx(eps)
     assert km.guarantee_.epsilon == pytest.approx(eps)
+
+
+# == 6. blowfish.laplace: real-valued answers are exact on the noise grid ========================
+def test_real_answers_reach_the_noise_grid_without_float_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: the answer was ``W @ counts`` in float64, rounded by up to an ulp per operation,
+    and ``grid_laplace`` only covers its own rounding to the grid (γ per changed value). W =
+    [3082678206112.6904, 3082678206115.2993, 3082678206116.702] under the line (sensitivity
+    2.60888671875, γ = 2^-9): counts 3/1/1 and the neighbour 2/2/1 gave grid values 1.00094
+    effective sensitivities apart (exact loss 1.00094ε; up to 1.49ε for answers between 2^53
+    and 2^62 grid units, now refused before the charge). Now the answers are computed exactly
+    and rounded once, to the grid; a sensitivity-0 query's exact answers are rounded the same
+    way on every neighbour."""
+    from fugu.noise import grid_granularity
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 2)])
+    pol = Policy.line(dom)
+    w = np.array([[3082678206112.6904, 3082678206115.2993, 3082678206116.702]])
+    sens = float(fugu.blowfish.sensitivity(w, pol))
+    gamma = float(grid_granularity(sens, 1))
+    calls = _spy(monkeypatch, LA, "grid_laplace")
+    data = ([3, 1, 1], [2, 2, 1])
+    for counts in data:
+        laplace(
+            fugu.Histogram(np.array(counts), dom), 1.0, pol, query=w, rng=fugu.RandomSource(seed=0)
+        )
+    (x1, _), (x2, _) = calls
+    units = abs(np.rint(x1[0] / gamma) - np.rint(x2[0] / gamma))
+    assert units * gamma / (sens + gamma) <= 1.0 + 1e-12
+    for x, c in zip((x1, x2), data, strict=True):
+        e = sum(fractions.Fraction(float(v)) * k for v, k in zip(w[0], c, strict=True))
+        assert abs(fractions.Fraction(float(x[0])) - e) <= fractions.Fraction(gamma) / 2
+
+    # answers beyond 2^53 grid units: refused on both neighbours before the charge
+    w2 = np.array([[29724288040880.574, 29724288040882.582, 29724288040883.0]])
+    acct = fugu.Accountant(fugu.blowfish.blowfish_budget(5.0, pol))
+    for counts in ([157, 122, 0], [156, 123, 0]):
+        with pytest.raises(fugu.errors.InvalidParameterError, match="noise grid"):
+            laplace(
+                fugu.Histogram(np.array(counts), dom),
+                1.0,
+                pol,
+                query=w2,
+                rng=fugu.RandomSource(seed=0),
+                accountant=acct,
+            )
+    assert acct.spent == 0
+
+    # sensitivity 0 (the two cells are in different blocks of a partition): identical answers
+    part = Policy.partition(fugu.Domain([fugu.Ordinal("a", 0, 3)]), {"a": [0, 0, 1, 1]})
+    w0 = np.array([[0.1, 0.1, 0.7, 0.7]])
+    outs = {
+        float(
+            laplace(
+                fugu.Histogram(np.array(c), part.domain),
+                1.0,
+                part,
+                query=w0,
+                rng=fugu.RandomSource(seed=0),
+            ).values[0]
+        )
+        for c in ([3, 0, 5, 0], [2, 1, 5, 0], [1, 2, 4, 1], [0, 3, 0, 5])
+    }
+    assert len(outs) == 1

@@ -29,6 +29,7 @@ Expected error: each output has variance ``2p/(1−p)²`` with ``p = e^{−ε/S}
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,6 @@ from ..errors import InvalidParameterError, InvalidTypeError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import guarantee, start
 from ..noise import (
-    GRID_MAX_UNITS,
     RandomSource,
     discrete_laplace_variance,
     geometric_mechanism,
@@ -196,11 +196,67 @@ def laplace(
         noisy = geometric_mechanism(exact_int, sens, eps, source)
         var = float(discrete_laplace_variance(sens / eps))
         return LinearRelease(hist.domain, g, noisy.astype(np.float64), var, labels)
-    exact = w @ hist.counts.reshape(-1).astype(np.float64)
+    counts = hist.counts.reshape(-1).astype(np.int64)
     if sens == 0:
-        return LinearRelease(hist.domain, g, exact, 0.0, labels)
+        # every neighbour has the same exact answers: release their correctly rounded doubles
+        # (a float64 product would round the same answer differently for different data)
+        return LinearRelease(hist.domain, g, _exact_doubles(w, counts), 0.0, labels)
+    # the answers on the noise grid, computed exactly: grid_laplace's rounding to its grid is
+    # then the only rounding (float64 W @ counts erred by up to the sensitivity near 2^44: W =
+    # [29724288040880.574, 29724288040882.582], 279 records, one move changed the grid value by
+    # 1.49 times the effective sensitivity)
+    gamma = float(grid_granularity(sens, max(1, int(w.shape[0]))))
+    exact = _exact_on_grid(w, counts, gamma)
     vals, info = grid_laplace(exact, sens, eps, source)
     return LinearRelease(hist.domain, g, vals, info.variance(), labels)
+
+
+def _exact_terms(w: NDArray[np.float64], counts: NDArray[np.int64]) -> list[tuple[int, int]]:
+    """``Σ_x W[i, x]·counts[x]`` exactly, per output: ``(total, e)`` with answer = total·2^e
+    (Python integers: every double is an integer mantissa times a power of two)."""
+    idx = np.flatnonzero(counts)
+    out: list[tuple[int, int]] = []
+    if idx.size == 0:
+        return [(0, 0)] * int(w.shape[0])
+    h = counts[idx].astype(object)
+    mant, ex = np.frexp(w[:, idx])
+    big = (mant * 2.0**53).astype(np.int64)  # exact: |mant| < 1, 53-bit significands
+    exps = ex.astype(np.int64) - 53
+    for i in range(w.shape[0]):
+        e0 = int(exps[i].min())
+        shifts = (exps[i] - e0).astype(object)
+        total = int(np.left_shift(big[i].astype(object) * h, shifts).sum())
+        out.append((total, e0))
+    return out
+
+
+def _exact_on_grid(
+    w: NDArray[np.float64], counts: NDArray[np.int64], gamma: float
+) -> NDArray[np.float64]:
+    """The exact answers rounded (half to even) to multiples of the power of two ``gamma``, as
+    doubles (exact: the range check keeps them below 2^53 grid units)."""
+    g = int(math.frexp(gamma)[1]) - 1  # gamma = 2^g
+    vals = []
+    for total, e0 in _exact_terms(w, counts):
+        if e0 >= g:
+            k = total << (e0 - g)
+        else:
+            shift = g - e0
+            q, r = divmod(total, 1 << shift)
+            half = 1 << (shift - 1)
+            k = q + 1 if r > half or (r == half and q % 2) else q
+        vals.append(math.ldexp(float(k), g))
+    return np.asarray(vals, dtype=np.float64)
+
+
+def _exact_doubles(w: NDArray[np.float64], counts: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The exact answers, correctly rounded to doubles."""
+    from fractions import Fraction
+
+    vals = []
+    for total, e0 in _exact_terms(w, counts):
+        vals.append(float(Fraction(total) * Fraction(2) ** e0))
+    return np.asarray(vals, dtype=np.float64)
 
 
 #: Integer answers are computed in int64 when ``n · max|W|`` stays below this (no overflow in
@@ -239,13 +295,14 @@ def _integer_matrix(q: Any, w: NDArray[np.float64], hist: Histogram) -> NDArray[
 
 def _check_grid_range(w: NDArray[np.float64], sens: float, hist: Histogram) -> None:
     """Refuse, before any budget is spent, a real-valued query whose answers could leave the
-    noise grid's range (:func:`fugu.noise.grid_laplace` accepts |value| <= 2^62 grid units and
-    raises beyond, after the charge, on the data: one neighbour released, the other raised).
+    noise grid's exact range (:func:`fugu.noise.grid_laplace` accepts |value| <= 2^62 grid
+    units and raised beyond, after the charge, on the data: one neighbour released, the other
+    raised; fugu hands it answers rounded exactly to the grid, exact doubles up to 2^53 units).
     ``|answer_i| <= n · max_x |W[i, x]|`` and the grid depends only on (sensitivity, m), so the
     check uses only the number of records, as Privelet's does."""
     m = int(w.shape[0])
     gamma = float(grid_granularity(sens, max(1, m)))
-    limit = GRID_MAX_UNITS * gamma * (1.0 - 2.0**-20)
+    limit = 2.0**53 * gamma * (1.0 - 2.0**-20)  # the answers on the grid are exact doubles
     n = float(hist.counts.sum())
     top = float(np.max(np.abs(w), initial=0.0))
     if n * top > limit:
