@@ -319,6 +319,20 @@ def _non_numeric_examples(arr: NDArray[Any], limit: int = 3) -> list[Any]:
     return bad
 
 
+def check_out_of_domain(policy: Any) -> OutOfDomainPolicy:
+    """``policy`` if it is an out-of-domain policy, else the error (checked before any value is
+    looked at: a misspelt policy must not pass or fail depending on the data).
+
+    >>> check_out_of_domain("drop")
+    'drop'
+    """
+    if policy not in ("error", "clip", "drop"):
+        raise InvalidParameterError(
+            f"out_of_domain must be 'error', 'clip' or 'drop', got {policy!r}"
+        )
+    return policy  # type: ignore[no-any-return]
+
+
 def _shown(value: Any, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters: an error quotes a few bad values, and one
     value can be huge (a CSV quote left open makes the rest of the file one field).
@@ -430,6 +444,7 @@ class Ordinal:
 
         With ``out_of_domain='drop'`` the dropped rows get code -1.
         """
+        check_out_of_domain(out_of_domain)
         arr = _as_array(values, self.name)
         if arr.dtype.kind in "mMcV":
             raise InvalidTypeError(
@@ -615,6 +630,7 @@ class Nominal:
     def encode(
         self, values: ArrayLike, out_of_domain: OutOfDomainPolicy = "error"
     ) -> NDArray[np.int64]:
+        check_out_of_domain(out_of_domain)
         if _is_arrow(values):
             if values.null_count:  # type: ignore[union-attr]
                 raise DomainError(
@@ -803,6 +819,7 @@ class Domain:
         self, columns: Mapping[str, ArrayLike], out_of_domain: OutOfDomainPolicy = "error"
     ) -> NDArray[np.int64]:
         """Per-attribute codes as an (n, d) array; rows dropped by the policy carry -1."""
+        check_out_of_domain(out_of_domain)
         missing = [n for n in self.names if n not in columns]
         if missing:
             raise DomainError(
@@ -829,6 +846,7 @@ class Domain:
 
         Dropping is only done when ``out_of_domain='drop'`` was asked for.
         """
+        check_out_of_domain(out_of_domain)
         if self.size >= 2**63:
             raise DomainTooLargeError(
                 f"the domain has {self.size:.3g} cells, too many for a flat 64-bit cell index; use "

@@ -545,3 +545,17 @@ def test_cli_graph_drop_self_loops_needs_edges(capsys: Any) -> None:
     args += ["--mechanism", "laplace", "-e", "1", "-q"]
     assert main([*args, "--drop-self-loops"]) != 0
     assert "--drop-self-loops has no effect" in capsys.readouterr().err
+
+
+def test_a_misspelt_out_of_domain_policy_is_refused_whatever_the_data() -> None:
+    """out_of_domain='Drop' was accepted when every value was inside the domain (and recorded
+    in the release) and refused only when one was not: a parameter error that depended on
+    the data."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9), fugu.Nominal("s", ["a"])])
+    clean = {"x": np.array([1, 2]), "s": np.array(["a", "a"], object)}
+    for policy in ("Drop", "ignore", None):
+        with pytest.raises(fugu.InvalidParameterError, match="out_of_domain"):
+            fugu.Histogram.from_records(clean, dom, out_of_domain=policy)  # type: ignore[arg-type]
+        for engine in FILE_ENGINES:
+            with pytest.raises(fugu.InvalidParameterError, match="out_of_domain"):
+                histogram_counts(clean, dom, engine=engine, out_of_domain=policy)  # type: ignore[arg-type]
