@@ -559,3 +559,39 @@ def test_a_misspelt_out_of_domain_policy_is_refused_whatever_the_data() -> None:
         for engine in FILE_ENGINES:
             with pytest.raises(fugu.InvalidParameterError, match="out_of_domain"):
                 histogram_counts(clean, dom, engine=engine, out_of_domain=policy)  # type: ignore[arg-type]
+
+
+def test_no_output_overwrites_the_budget_ledger(tmp_path: Path, capsys: Any) -> None:
+    """PRIVACY (budget records): '--out L --ledger L' charged the ledger and then wrote the
+    output over it: ldp perturb (reports as .json), kmeans (centres as .json), graph count and
+    ldp aggregate (a release, when the ledger is named *.npz). The spends it recorded were lost
+    (the file no longer a ledger: re-created, the budget starts again). Now refused first."""
+    from fugu.cli import main
+
+    csv, _, _, _ = _points(tmp_path)
+    cases = []
+    ldp_ledger = _ledger(tmp_path, "ldp")
+    cases.append(
+        (ldp_ledger, ["ldp", "perturb", "--data", str(csv), "-a", "age:0..7", "-m", "grr"])
+    )
+    dp_ledger = _ledger(tmp_path, "central-dp")
+    cases.append(
+        (dp_ledger, ["kmeans", "--data", str(csv), "-c", "age:0..7,score:0..7", "--k", "2"])
+    )
+    edge_ledger = tmp_path / "edge.npz"
+    assert main(["ledger", "init", str(edge_ledger), "--total", "5", "--model", "edge-dp"]) == 0
+    graph = ["graph", "count", "--graph", "karate", "--pattern", "edge", "--unit", "edge", "-q"]
+    cases.append((edge_ledger, graph))
+    npz_ledger = tmp_path / "ldp.npz"
+    assert main(["ledger", "init", str(npz_ledger), "--total", "5", "--model", "ldp"]) == 0
+    reports = tmp_path / "r.jsonl"
+    assert main([*cases[0][1], "-e", "1", "--out", str(reports)]) == 0
+    cases.append((npz_ledger, ["ldp", "aggregate", str(reports)]))
+    for ledger, args in cases:
+        before = ledger.read_bytes()
+        extra = [] if args[1] == "aggregate" else ["-e", "1"]
+        assert main([*args, *extra, "--ledger", str(ledger), "--out", str(ledger)]) != 0, args
+        assert "would overwrite" in capsys.readouterr().err
+        assert ledger.read_bytes() == before
+    out = tmp_path / "rel"  # another output is fine (Release.save writes rel.npz)
+    assert main([*cases[2][1], "-e", "1", "--ledger", str(edge_ledger), "--out", str(out)]) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +23,28 @@ from ._common import (
 )
 
 
-def refuse_overwriting(out: str | None, option: str, inputs: dict[str, str | None]) -> None:
-    """Refuse an output path that is one of the command's inputs (``inputs``: what it is →
-    its path), before anything is read or charged: writing it would destroy that file (the
-    private data itself, for ``--data``)."""
+def refuse_overwriting(
+    out: str | None,
+    option: str,
+    inputs: Iterable[tuple[str, str | None]],
+    *,
+    release: bool = False,
+) -> None:
+    """Refuse an output path that is one of the command's inputs (``inputs``: (what it is, its
+    path) pairs), before anything is read or charged: writing it would destroy that file (the
+    private data itself, for ``--data``; the record of the budget spent, for ``--ledger``).
+    ``release``: ``out`` is written by :meth:`fugu.Release.save`, which adds ``.npz``."""
     if not out:
         return
-    for what, path in inputs.items():
+    target = Path(out)
+    if release and target.suffix != ".npz":  # the path Release.save writes
+        target = target.with_suffix(target.suffix + ".npz")
+    for what, path in inputs:
         if not path:
             continue
-        same = os.path.abspath(out) == os.path.abspath(path)
-        if not same and os.path.exists(out) and os.path.exists(path):
-            same = os.path.samefile(out, path)
+        same = os.path.abspath(target) == os.path.abspath(path)
+        if not same and target.exists() and os.path.exists(path):
+            same = os.path.samefile(target, path)
         if same:
             raise click.BadParameter(
                 f"{out!r} is {what}: writing it would overwrite that file; choose another path",

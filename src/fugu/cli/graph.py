@@ -18,6 +18,7 @@ from ._common import (
     seed_source,
     table,
 )
+from .central import refuse_overwriting
 
 GRAPHS = ("karate", "lesmis", "florentine", "davis")
 
@@ -211,6 +212,12 @@ def register(cli: click.Group) -> None:
             )
         if mechanism != "karwa":
             refuse_unused(ctx, {"delta": "--delta"}, f"with --mechanism {mechanism} (karwa)")
+        refuse_overwriting(
+            out,
+            "--out",
+            [("the edge list (--edges)", edges), ("the budget ledger (--ledger)", ledger)],
+            release=True,
+        )
         if edges is None:
             refuse_unused(
                 ctx, {"drop_self_loops": "--drop-self-loops"}, "without --edges (it reads them)"

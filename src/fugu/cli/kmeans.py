@@ -199,7 +199,8 @@ def register(cli: click.Group) -> None:
 
         if not report_path:
             refuse_unused(ctx, {"repetitions": "--repetitions"}, "without --report")
-        refuse_overwriting(out, "--out", {"the data file (--data)": data})
+        inputs = [("the data file (--data)", data), ("the budget ledger (--ledger)", ledger)]
+        refuse_overwriting(out, "--out", inputs)
         dom = _domain(columns, domain_file)
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")

@@ -89,7 +89,7 @@ def _make(method: str, domain: Any, epsilon: float, options: dict[str, Any]) -> 
         raise InvalidParameterError(f"method {method!r}: {exc}") from None
 
 
-def _check_reports_path(out: str, data: str | None) -> None:
+def _check_reports_path(out: str, data: str | None, ledger: str | None = None) -> None:
     """The reports file is checked before the users' ε is charged: a suffix
     :meth:`fugu.ldp.Reports.save` cannot write (the spend was made, then the save failed), or
     the data file itself (its records were overwritten by their reports)."""
@@ -98,7 +98,9 @@ def _check_reports_path(out: str, data: str | None) -> None:
         raise click.BadParameter(
             f"reports file {out!r}: use a .jsonl, .parquet or .arrow suffix", param_hint="'--out'"
         )
-    refuse_overwriting(out, "--out", {"the data file (--data)": data})
+    refuse_overwriting(
+        out, "--out", [("the data file (--data)", data), ("the budget ledger (--ledger)", ledger)]
+    )
 
 
 def _read_records(data: str, domain: Any) -> dict[str, np.ndarray]:
@@ -337,7 +339,7 @@ def register(cli: click.Group) -> None:
         """
         options, given = _parse_options_given(extra)
         _check_method_options(method, given)
-        _check_reports_path(out, data)
+        _check_reports_path(out, data, ledger)
         domain = load_domain(data, attributes, domain_file)
         proto = _make(method, domain, epsilon, options)
         records = _read_records(data, domain)
@@ -395,6 +397,9 @@ def register(cli: click.Group) -> None:
         """
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
+        inputs = [("the budget ledger (--ledger)", ledger)]
+        inputs += [("a reports file", r) for r in reports]
+        refuse_overwriting(out, "--out", inputs, release=True)
         with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
             if acct is not None:  # the spend must fit before any report is read
                 from ..ldp.checks import _charge_model
