@@ -58,7 +58,8 @@ Plan. The fan-out b (the ratio of consecutive strides) and the shares s_k are pu
 chosen by the exact expected error of the workload: the mean of the exact per-query variances
 over a fixed public sample of the workload (default: 1,000 ranges drawn, with a fixed seed, from
 the distribution of :func:`fugu.queries.random_workload` — two independent uniform cells). For
-each b ∈ {8, 16, 32} (only 16 above 8,192 cells) a Nelder–Mead search over the shares runs on
+each b in :data:`~fugu.central.hatplan.FANOUTS` (8, 12, 16, 20, 24, 32; above 8,192 cells b = 16 and
+the best of 16, 20, 24 with equal shares) a Nelder–Mead search over the shares runs on
 the sample's first 250 ranges; the candidates, the fixed rule (b = 16, equal shares) and the
 cells alone (the Laplace histogram) are then compared on the whole sample and the best is used
 (``guarantee.parameters["plan"]``: "optimal", "rule" or "identity"), so the plan is never worse

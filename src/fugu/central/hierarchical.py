@@ -236,8 +236,8 @@ def _shares(budget: object, h: int) -> tuple[float, ...]:
         w = np.asarray(budget, dtype=np.float64).reshape(-1)
         if w.size != h:
             raise InvalidParameterError(
-                f"budget shares must be {h} positive numbers (one per level below the root, "
-                f"top first; the root is never measured), got {w.size}"
+                f"budget shares: give one positive share per level below the root ({h} here, top "
+                f"first; the root is never measured), got {w.size}"
             )
     return (0.0, *(float(x) for x in w / w.sum()))
 

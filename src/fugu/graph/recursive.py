@@ -718,9 +718,10 @@ def general_recursive(
     model : the privacy model named in the guarantee (see above)
     rng, accountant : random source (secure by default) and an accountant charged ε once
     check_monotone : must be True (the default): a query that is not monotone is refused.
-        ``False`` is refused too: Lemma 7 (|X(D1) − X(D2)| ≤ Δ̂) needs monotonicity, and without
-        it the stated ε does not hold (a non-monotone q on 5 participants gave an exact loss
-        of 2.0 at ε = 1); the check costs no more than the sequences themselves.
+        ``False`` is refused too: Lemma 7 (the answer moves by at most Δ̂ between
+        neighbours) needs monotonicity, and without it the stated ε does not hold (a
+        non-monotone q on 5 participants gave an exact loss of 2.0 at ε = 1); the check costs
+        no more than the sequences themselves.
     nonnegative : clamp the released value at 0 (post-processing, recorded in the guarantee)
 
     Examples

@@ -13,6 +13,7 @@ Methods (``fugu.ldp.METHODS`` maps wire names to classes): frequency oracles ``G
 range queries ``HIO``, ``LHIO``, ``CALM``, ``MSW``, ``Uni`` (baselines) and ``TDG``, ``HDG``.
 """
 
+from .checks import RejectedReportsWarning
 from .hdg import HDG
 from .multidim import CALM, HIO, LHIO, MSW, PairsRelease, Uni
 from .oracles import GRR, OLH, OUE, FrequencyRelease, GroupedOracle, adaptive, choose_oracle
@@ -43,6 +44,7 @@ __all__ = [
     "LDPProtocol",
     "PairsRelease",
     "Reports",
+    "RejectedReportsWarning",
     "Uni",
     "adaptive",
     "choose_oracle",
