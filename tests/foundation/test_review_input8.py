@@ -595,3 +595,28 @@ def test_no_output_overwrites_the_budget_ledger(tmp_path: Path, capsys: Any) -> 
         assert ledger.read_bytes() == before
     out = tmp_path / "rel"  # another output is fine (Release.save writes rel.npz)
     assert main([*cases[2][1], "-e", "1", "--ledger", str(edge_ledger), "--out", str(out)]) == 0
+
+
+def test_release_out_never_overwrites_the_ledger_or_the_data(tmp_path: Path, capsys: Any) -> None:
+    """PRIVACY (budget records): 'fugu release --out L.npz --ledger L.npz' charged the ledger
+    and then wrote the release over it (review 8, not fixed in its files: the command lives in
+    fugu/cli/__init__.py); '--out' equal to the data file replaced the records. Both are refused
+    before anything is read or charged; the suffix Release.save adds is taken into account."""
+    from fugu.cli import main
+
+    ledger = tmp_path / "budget.npz"
+    assert main(["ledger", "init", str(ledger), "--total", "5"]) == 0
+    before = ledger.read_bytes()
+    args = ["release", "-m", "laplace", "-e", "1", "-a", "age", "-q", "--ledger", str(ledger)]
+    for out in (ledger, tmp_path / "budget"):  # 'budget' is written as budget.npz
+        assert main([*args, "--out", str(out)]) == 2
+        assert "would overwrite" in capsys.readouterr().err
+        assert ledger.read_bytes() == before
+    data = tmp_path / "people.npz"
+    data.write_bytes(b"not really npz")
+    kept = data.read_bytes()
+    cmd = ["release", "-m", "laplace", "-e", "1", "-a", "x:0..3", "--data", str(data), "-q"]
+    assert main([*cmd, "--out", str(data)]) == 2
+    assert "the data file" in capsys.readouterr().err and data.read_bytes() == kept
+    assert main([*args, "--out", str(tmp_path / "rel")]) == 0
+    assert (tmp_path / "rel.npz").exists() and ledger.read_bytes() != before  # charged once

@@ -28,6 +28,7 @@ from ._common import (
     open_ledger,
     parse_where,
     quiet_requested,
+    refuse_overwriting,
     refuse_unused,
     release_text,
     seed_source,
@@ -202,6 +203,13 @@ def release(
         if engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
         engine_options["master"] = spark_master
+    refuse_overwriting(
+        out,
+        "--out",
+        [("the budget ledger (--ledger)", ledger), ("the data file (--data)", data),
+         ("the domain file (--domain)", domain_file)],
+        release=True,
+    )  # fmt: skip
     dom = load_domain(data, attributes, domain_file)
     pol = None
     if entry.model == "blowfish" and policy:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -516,3 +517,32 @@ def mechanism_list(names: list[str], width: int = 100) -> str:
         out.append(f"{n.ljust(first)}  {e.model.ljust(second)}  {parts[0]}")
         out += [" " * (first + second + 4) + p for p in parts[1:]]
     return "\n".join(out)
+
+
+def refuse_overwriting(
+    out: str | None,
+    option: str,
+    inputs: Iterable[tuple[str, str | None]],
+    *,
+    release: bool = False,
+) -> None:
+    """Refuse an output path that is one of the command's inputs (``inputs``: (what it is, its
+    path) pairs), before anything is read or charged: writing it would destroy that file (the
+    private data itself, for ``--data``; the record of the budget spent, for ``--ledger``).
+    ``release``: ``out`` is written by :meth:`fugu.Release.save`, which adds ``.npz``."""
+    if not out:
+        return
+    target = Path(out)
+    if release and target.suffix != ".npz":  # the path Release.save writes
+        target = target.with_suffix(target.suffix + ".npz")
+    for what, path in inputs:
+        if not path:
+            continue
+        same = os.path.abspath(target) == os.path.abspath(path)
+        if not same and target.exists() and os.path.exists(path):
+            same = os.path.samefile(target, path)
+        if same:
+            raise click.BadParameter(
+                f"{out!r} is {what}: writing it would overwrite that file; choose another path",
+                param_hint=f"'{option}'",
+            )

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +19,6 @@ from ._common import (
     register_mechanism,
     table,
 )
-
-
-def refuse_overwriting(
-    out: str | None,
-    option: str,
-    inputs: Iterable[tuple[str, str | None]],
-    *,
-    release: bool = False,
-) -> None:
-    """Refuse an output path that is one of the command's inputs (``inputs``: (what it is, its
-    path) pairs), before anything is read or charged: writing it would destroy that file (the
-    private data itself, for ``--data``; the record of the budget spent, for ``--ledger``).
-    ``release``: ``out`` is written by :meth:`fugu.Release.save`, which adds ``.npz``."""
-    if not out:
-        return
-    target = Path(out)
-    if release and target.suffix != ".npz":  # the path Release.save writes
-        target = target.with_suffix(target.suffix + ".npz")
-    for what, path in inputs:
-        if not path:
-            continue
-        same = os.path.abspath(target) == os.path.abspath(path)
-        if not same and target.exists() and os.path.exists(path):
-            same = os.path.samefile(target, path)
-        if same:
-            raise click.BadParameter(
-                f"{out!r} is {what}: writing it would overwrite that file; choose another path",
-                param_hint=f"'{option}'",
-            )
 
 
 def bool_option(options: dict[str, Any], key: str, default: bool) -> bool:

@@ -14,11 +14,11 @@ from ._common import (
     ledger_option,
     open_ledger,
     quiet_requested,
+    refuse_overwriting,
     refuse_unused,
     seed_source,
     table,
 )
-from .central import refuse_overwriting
 
 GRAPHS = ("karate", "lesmis", "florentine", "davis")
 

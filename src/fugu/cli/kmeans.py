@@ -17,11 +17,11 @@ from ._common import (
     open_ledger,
     parse_attribute,
     quiet_requested,
+    refuse_overwriting,
     refuse_unused,
     seed_source,
     table,
 )
-from .central import refuse_overwriting
 
 
 class _AutoOr(click.ParamType):

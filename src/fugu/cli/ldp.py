@@ -24,11 +24,11 @@ from ._common import (
     load_domain,
     open_ledger,
     quiet_requested,
+    refuse_overwriting,
     refuse_unused,
     seed_source,
     table,
 )
-from .central import refuse_overwriting
 
 DEFAULT_METHODS = "hdg,tdg,hio,lhio,calm,msw,uni"
 
