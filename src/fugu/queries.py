@@ -47,6 +47,12 @@ Condition = tuple[Any, Any] | str | int | float
 class RangeQuery:
     """A conjunction of per-attribute conditions, each inclusive.
 
+    On a *binned* ordinal attribute (``Ordinal(edges=...)``) the data hold bins, not values, so a
+    condition selects whole bins: give bin labels (``("[0, 10)", "[10, 50)")``), or numbers,
+    which select every bin from the one holding the low bound to the one holding the high bound
+    (``(3, 7)`` on edges 0, 10, 50 counts the whole bin [0, 10); ``(0, 10)`` counts [0, 10) and
+    [10, 50), because 10 lies in the second bin). A query can only be as fine as the bins.
+
     >>> q = RangeQuery({"age": (20, 29), "occupation": "Professional"})
     >>> q.attributes
     ('age', 'occupation')
