@@ -11,6 +11,7 @@ are computed here, in memory (:func:`_cluster_stats`) or through the engine inte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +235,7 @@ def cluster_stats(
     encoded: bool = False,
     clip: bool = False,
     engine: str = "numpy",
+    step: float | None = None,
     **engine_options: Any,
 ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """Exact sizes (k,) and centred coordinate sums (k, d) of one Lloyd iteration on any engine.
@@ -251,6 +253,13 @@ def cluster_stats(
     out = partial_sums(data, fn, columns=list(grid.names), engine=engine, **engine_options)
     assert isinstance(out, dict)
     o = grid.centre
+    sizes = np.asarray(out["sizes"], dtype=np.int64)
+    if step is not None:
+        exact = [
+            exact_centred_sums(np.asarray(out[f"c{j}"], np.int64), coords, float(o[j]), step)
+            for j, coords in enumerate(grid.coords)
+        ]
+        return sizes, np.stack(exact, axis=1).reshape(c.shape[0], grid.dim)
     sums = np.stack(
         [
             np.asarray(out[f"c{j}"], dtype=np.float64) @ (coords - o[j])
@@ -259,6 +268,54 @@ def cluster_stats(
         axis=1,
     ).reshape(c.shape[0], grid.dim)
     return np.asarray(out["sizes"], dtype=np.int64), sums
+
+
+def exact_centred_sums(
+    counts: NDArray[np.int64], coords: NDArray[np.float64], centre: float, step: float
+) -> NDArray[np.float64]:
+    """``Σ_v counts[i, v]·(coords[v] − centre)`` for every cluster i, computed exactly and
+    rounded once (half to even) to a multiple of ``step`` (a power of two: the noise grid of
+    q_sum). The result is an exact double while it stays below 2^53 steps (the fit checks that
+    bound before spending). A float64 sum rounds at every operation, and at the cell values
+    ``coords − centre`` too, by amounts the noise grid's slack does not cover."""
+    g = int(math.frexp(step)[1]) - 1  # step = 2^g
+    n = int(counts.sum())
+    half_units = 2.0 * (coords - centre)
+    scale = max(float(np.max(np.abs(coords), initial=0.0)), abs(centre))
+    if (
+        scale < 2.0**51
+        and bool(np.all(np.rint(half_units) == half_units))
+        and float(np.max(np.abs(half_units), initial=0.0)) * max(n, 1) < 2.0**62
+    ):
+        # integer grids: coords − centre are exact multiples of 1/2, summed exactly in int64
+        t = counts @ half_units.astype(np.int64)
+        terms = [(int(x), -1) for x in t]
+    else:
+        mant, ex = np.frexp(np.append(coords, centre))
+        big = (mant * 2.0**53).astype(np.int64).astype(object)  # exact integer significands
+        exps = ex.astype(np.int64) - 53
+        terms = []
+        for i in range(counts.shape[0]):
+            n_i = int(counts[i].sum())
+            used = np.append(counts[i] != 0, n_i != 0)
+            if not used.any():
+                terms.append((0, 0))
+                continue
+            e0 = int(exps[used].min())
+            mult = np.append(counts[i], -n_i).astype(object)
+            shifts = (exps[used] - e0).astype(object)
+            terms.append((int(np.left_shift(big[used] * mult[used], shifts).sum()), e0))
+    out = np.zeros(counts.shape[0])
+    for i, (total, e0) in enumerate(terms):
+        if e0 >= g:
+            k = total << (e0 - g)
+        else:
+            shift = g - e0
+            q, r = divmod(total, 1 << shift)
+            half = 1 << (shift - 1)
+            k = q + 1 if r > half or (r == half and q % 2) else q
+        out[i] = math.ldexp(float(k), g)
+    return out
 
 
 def _cluster_stats(

@@ -49,6 +49,7 @@ __all__ = [
     "KMeansPlan",
     "su_plan",
     "check_sum_range",
+    "sum_grid",
 ]
 
 
@@ -307,6 +308,15 @@ def release_iteration(
     return noisy_sizes, noisy_sums
 
 
+def sum_grid(grid: KMeansGrid, k: int, sens_sum: float) -> float:
+    """The noise grid step of q_sum (public): what :func:`release_iteration`'s
+    ``grid_laplace(..., max_changed=2d)`` uses for k·d sums."""
+    from ..noise import grid_granularity
+
+    d = grid.dim
+    return float(grid_granularity(sens_sum, max(1, min(2 * d, k * d))))
+
+
 def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
     """Refuse, before any budget is spent, data whose centred sums could leave the noise grid's
     range (:func:`fugu.noise.grid_laplace` accepts |value| <= 2^62 grid units and raised beyond
@@ -315,13 +325,10 @@ def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
     j is at most ``n · max_v |coords_j[v] − o_j|`` = ``n · width_j / 2``, and the grid depends
     only on (sensitivity, changed coordinates), so the check uses only the number of points, as
     Privelet's does."""
-    from ..noise import GRID_MAX_UNITS, grid_granularity
-
     if sens_sum <= 0:
         return
-    d = grid.dim
-    gamma = float(grid_granularity(sens_sum, max(1, min(2 * d, k * d))))
-    limit = GRID_MAX_UNITS * gamma * (1.0 - 2.0**-20)
+    gamma = sum_grid(grid, k, sens_sum)
+    limit = 2.0**53 * gamma * (1.0 - 2.0**-20)  # exact doubles on the grid (exact_centred_sums)
     reach = float(np.max(np.abs(grid.high - grid.low))) / 2.0
     if float(n) * reach > limit:
         raise InvalidParameterError(
