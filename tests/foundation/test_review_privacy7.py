@@ -525,3 +525,21 @@ def test_plain_words_do_not_promise_membership_under_replace_one() -> None:
     # add/remove neighbours protect membership, and say so
     rel = fugu.central.hierarchical(fugu.Histogram(with_alice, dom), 1.0, neighbours="add-remove")
     assert "whether any one person is in the data" in plain_words(rel.guarantee)["cannot"]
+
+
+def test_kmeans_report_is_labelled_not_for_release(tmp_path: Path) -> None:
+    """'fugu kmeans --report' compares against non-private k-means on the raw data (objective
+    ratios, the number of points) under the title 'fugu k-means', its keep-with-the-owner note
+    below the private centres (review 7). Now the title and the first section say it is not
+    for release."""
+    from fugu.cli import main
+
+    g = np.random.default_rng(1)
+    pts = tmp_path / "pts.csv"
+    pts.write_text("a,b\n" + "\n".join(f"{x},{y}" for x, y in g.integers(0, 8, (300, 2))))
+    out = tmp_path / "k.html"
+    args = ["kmeans", "--data", str(pts), "-c", "a:0..7,b:0..7", "--k", "2", "-e", "1"]
+    assert main([*args, "--report", str(out), "--repetitions", "1", "-q"]) == 0
+    page = out.read_text()
+    assert "not for release" in page[: page.index("</title>")]
+    assert page.index("Not for release") < page.index("Private centres")

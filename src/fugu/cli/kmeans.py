@@ -308,7 +308,14 @@ def _report(
         seed=seed or 0,
         dataset=Path(str(path)).stem,
     )
-    rep = Report("fugu k-means")
+    rep = Report("fugu k-means (experiment on raw data: not for release)")
+    rep.add_text(
+        "Not for release",
+        "Besides the private centres, this report compares private k-means with non-private "
+        "k-means on the raw data (objective ratios, the number of points): it is for the data "
+        "owner. To publish, share the private centres and the guarantee only.",
+        note=True,
+    )
     rep.add_text("Guarantee", km.guarantee_.describe())
     rep.add_table(
         "Private centres",
@@ -321,7 +328,6 @@ def _report(
         "divided by that of non-private Lloyd from the same data-independent start, over a grid "
         "of epsilon. "
         "This comparison uses the raw data: keep this report with the data owner.",
-        note=True,
     )
     exp.add_to_report(rep)
     rep.save(path)
