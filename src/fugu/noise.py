@@ -40,6 +40,7 @@ import math
 import os
 import threading
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ __all__ = [
     "grid_laplace",
     "GridNoise",
     "MAX_SCALE",
+    "noise_scale",
     "PowerTailGrid",
     "grid_power_tail",
     "power_tail_integer",
@@ -985,6 +987,35 @@ def discrete_laplace_pmf(k: ArrayLike, scale: float) -> NDArray[np.float64]:
     return (1 - p) / (1 + p) * np.power(p, k_arr)
 
 
+def _exact(x: object) -> Fraction:
+    """The exact rational value of a double or an integer (Python or numpy)."""
+    if isinstance(x, int | np.integer):
+        return Fraction(int(x))
+    return Fraction(float(x))  # type: ignore[arg-type]
+
+
+def _up(value: float, exact: Fraction) -> float:
+    """``value`` (a rounded double of ``exact``) moved up until it is >= ``exact``."""
+    while Fraction(value) < exact:
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+def noise_scale(sensitivity: float, epsilon: float, divisor: float = 1.0) -> float:
+    """The smallest double >= ``sensitivity / (epsilon * divisor)`` computed exactly.
+
+    ``sensitivity / epsilon`` in floating point rounds to nearest, so it can fall below the true
+    quotient (``1 / (1/3)`` gives 3.0, below 1 / 0.333…3148 = 3.00000000000000017): discrete
+    Laplace noise at that scale has a privacy loss above ``epsilon``. Pass the result to
+    :func:`discrete_laplace` (which only rounds up from there).
+
+    >>> noise_scale(1, 1 / 3) > 3.0, noise_scale(1, 0.5)
+    (True, 2.0)
+    """
+    exact = _exact(sensitivity) / (_exact(epsilon) * _exact(divisor))
+    return _up(float(exact), exact)
+
+
 def geometric_mechanism(
     values: ArrayLike, sensitivity: float, epsilon: float, rng: RandomSource | None = None
 ) -> NDArray[np.int64]:
@@ -1008,7 +1039,7 @@ def geometric_mechanism(
             )
     if not (sensitivity > 0 and math.isfinite(sensitivity)):
         raise InvalidParameterError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
-    noise = discrete_laplace(sensitivity / epsilon, size=arr.shape, rng=rng)
+    noise = discrete_laplace(noise_scale(sensitivity, epsilon), size=arr.shape, rng=rng)
     return arr.astype(np.int64) + noise
 
 
@@ -1114,10 +1145,16 @@ def grid_laplace(
     m = x.size if max_changed is None else int(max_changed)
     m = max(1, min(m, max(1, x.size)))
     gamma = grid_granularity(sensitivity, m, w, slack_bits)
-    slack = float(m * np.max(w * gamma)) if x.size else 0.0
-    eff = sensitivity + slack
-    lam = eff / epsilon
-    scale_grid = lam / (w * gamma)  # in grid units
+    step = w * gamma  # exact: gamma is a power of two
+    slack = Fraction(m) * Fraction(float(np.max(step))) if x.size else Fraction(0)
+    # Round up, never to nearest: the privacy loss is exact_eff / (scale · step) and must be
+    # at most epsilon, so each quotient is the smallest double at or above its exact value.
+    eff_exact = _exact(sensitivity) + slack
+    eff = _up(float(eff_exact), eff_exact)
+    lam = noise_scale(eff, epsilon)
+    scale_grid = lam / step  # in grid units; exact when the weights are 1
+    if weights is not None:
+        scale_grid = np.nextafter(scale_grid, np.inf)  # >= lam / step whatever the rounding
     with np.errstate(over="ignore"):  # inf is refused below
         ints = np.rint(x / gamma)
     if x.size and not np.max(np.abs(ints)) <= GRID_MAX_UNITS:  # also inf (x / gamma overflowed)

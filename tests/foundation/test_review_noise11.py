@@ -1,0 +1,96 @@
+"""Red-team review 11 of fugu.noise: scale rounding, exactness of tails, randomness safety.
+
+Statistical tests run at a fixed seed and state their false-alarm rate (the probability that a
+correct sampler fails at a random seed).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import fugu.noise as noise
+from fugu.noise import RandomSource, _rational_scale, geometric_mechanism, grid_laplace
+
+
+def _realised(scale: float) -> Fraction:
+    """The scale the sampler really uses for ``scale`` (t/s, exactly)."""
+    t, s = _rational_scale(np.asarray([scale], dtype=np.float64))
+    return Fraction(int(t[0]), int(s[0]))
+
+
+# ε given as 1/3, 1e-6 or the double just below 0.1: sensitivity / ε in floating point rounds
+# DOWN to 3.0, 1e6, 10.0 — exactly representable, so the sampler's ceil does not help.
+AWKWARD = [
+    (1, 1 / 3),
+    (3, 1 / 3),
+    (1, 1e-6),
+    (3, 0.3),
+    (1, float(np.nextafter(0.1, 0))),
+    (2**40, 1 / 3),
+    (0.7, float(np.nextafter(0.1, 0))),
+]
+
+
+@pytest.mark.parametrize(("sens", "eps"), AWKWARD)
+def test_geometric_mechanism_scale_never_below_sensitivity_over_epsilon(
+    sens: float, eps: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The privacy loss of one sensitivity step, sens / realised scale, is at most ε exactly."""
+    seen: list[float] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
+        seen.append(float(np.asarray(scale).reshape(-1)[0]))
+        return real(scale, size=size, rng=rng)
+
+    monkeypatch.setattr(noise, "discrete_laplace", spy)
+    geometric_mechanism([5], sens, eps, RandomSource(seed=0))
+    loss = Fraction(sens) / _realised(seen[0])
+    assert loss <= Fraction(eps), float(loss / Fraction(eps) - 1)
+
+
+@pytest.mark.parametrize(("sens", "eps"), [(1.0, 1 / 3), (3.0, 1 / 3), (1.0, 1e-6), (0.75, 0.3)])
+def test_grid_laplace_loss_never_above_epsilon(sens: float, eps: float) -> None:
+    """Loss of a neighbouring pair on the grid: (sens + m·γ) / (realised grid scale · γ) <= ε."""
+    _, info = grid_laplace(np.zeros(4), sens, eps, RandomSource(seed=0), max_changed=2)
+    gamma = float(info.granularity[0])
+    eff_exact = Fraction(sens) + 2 * Fraction(gamma)  # m = 2 coordinates may round apart
+    assert Fraction(info.effective_sensitivity) >= eff_exact
+    grid_scale = info.effective_sensitivity / eps / gamma  # what grid_laplace hands the sampler
+    seen: list[float] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
+        seen.append(float(np.asarray(scale).reshape(-1)[0]))
+        return real(scale, size=size, rng=rng)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(noise, "discrete_laplace", spy)
+        grid_laplace(np.zeros(4), sens, eps, RandomSource(seed=0), max_changed=2)
+    assert seen and seen[0] >= grid_scale * (1 - 2**-50)
+    loss = eff_exact / (_realised(seen[0]) * Fraction(gamma))
+    assert loss <= Fraction(eps), float(loss / Fraction(eps) - 1)
+
+
+def test_grid_laplace_weighted_loss_never_above_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With weights, every coordinate's realised scale times w_i γ_i covers eff / ε."""
+    w = np.array([1.0, 3.0, 0.1, 7.0 / 3.0, 1e-3])
+    seen: list[np.ndarray] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
+        seen.append(np.asarray(scale, dtype=np.float64).copy())
+        return real(scale, size=size, rng=rng)
+
+    monkeypatch.setattr(noise, "discrete_laplace", spy)
+    for eps in (1 / 3, 0.3, 1e-6, 999.9):
+        seen.clear()
+        _, info = grid_laplace(np.zeros(5), 1.0, eps, RandomSource(seed=1), weights=w)
+        step = w * info.granularity
+        eff_exact = Fraction(1) + 5 * Fraction(float(np.max(step)))
+        for i, sc in enumerate(seen[0]):
+            loss = eff_exact / (_realised(float(sc)) * Fraction(float(step[i])))
+            assert loss <= Fraction(eps)
