@@ -96,6 +96,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _generation() -> tuple[int, int]:
+    """Who may use the per-thread streams and buffers: the fork generation and the process id.
+
+    The process id catches forks that bypass ``os.register_at_fork`` (``fork()`` called from C,
+    e.g. through ctypes or an extension module, runs no Python hooks): a child made that way
+    would otherwise replay its parent's AES-CTR stream and buffered words.
+    """
+    return _FORK_GENERATION, os.getpid()
+
+
 class _CtrDrbg:
     """AES-256 in counter mode keyed from the OS CSPRNG: a cryptographically secure bit stream
     (the construction of NIST SP 800-90A's CTR_DRBG, without its derivation function) that is
@@ -154,9 +164,10 @@ _THREAD = threading.local()
 def _thread_drbg() -> Any:
     """This thread's secure word generator (created on first use and after a fork)."""
     state = _THREAD
-    if getattr(state, "generation", -1) != _FORK_GENERATION:
+    gen = _generation()
+    if getattr(state, "generation", None) != gen:
         state.words = _CtrDrbg().words if _HAVE_AES else _urandom_words
-        state.generation = _FORK_GENERATION
+        state.generation = gen
     return state.words
 
 
@@ -230,14 +241,15 @@ class RandomSource:
         if n >= _BLOCK:
             return _thread_drbg()(n)
         try:
-            state = self._local.state  # this thread's [buffer, next position, fork generation]
+            state = self._local.state  # this thread's [buffer, next position, generation, pid]
         except AttributeError:
-            state = self._local.state = [None, _BLOCK, -1]
+            state = self._local.state = [None, _BLOCK, -1, -1]
         pos = state[1]
-        if state[2] != _FORK_GENERATION or pos + n > _BLOCK:
+        pid = os.getpid()  # also catches a fork() from C, which runs no at-fork hook
+        if state[2] != _FORK_GENERATION or state[3] != pid or pos + n > _BLOCK:
             # refill; a forked child never reuses the parent's buffered words
             state[0] = _thread_drbg()(_BLOCK)
-            state[2] = _FORK_GENERATION
+            state[2], state[3] = _FORK_GENERATION, pid
             pos = 0
         state[1] = pos + n
         words: NDArray[np.uint64] = state[0][pos : pos + n]

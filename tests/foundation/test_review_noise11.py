@@ -94,3 +94,56 @@ def test_grid_laplace_weighted_loss_never_above_epsilon(monkeypatch: pytest.Monk
         for i, sc in enumerate(seen[0]):
             loss = eff_exact / (_realised(float(sc)) * Fraction(float(step[i])))
             assert loss <= Fraction(eps)
+
+
+def _child_draws(fork: object, src: RandomSource) -> bytes:
+    """Fork with ``fork()``, let the child send 4 words and 300 noise draws; return them."""
+    import os
+
+    r, w = os.pipe()
+    pid = fork()  # type: ignore[operator]
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            data = src.bits64(4).tobytes() + noise.discrete_laplace(5.0, 300, rng=src).tobytes()
+            os.write(w, data)
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    chunks = []
+    while chunk := os.read(r, 4096):
+        chunks.append(chunk)
+    os.close(r)
+    return b"".join(chunks)
+
+
+def test_fork_from_c_does_not_replay_the_parent_stream() -> None:
+    """fork() called from C (ctypes, an extension) runs no os.register_at_fork hook: the child
+    must still re-key (before: it replayed the parent's words and noise exactly)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("raw libc fork is exercised on Linux only")
+    src = noise.default_source()
+    src.bits64(3)  # leave words in the per-source buffer
+    noise.discrete_laplace(5.0, 300, rng=src)
+    libc = ctypes.PyDLL(None)  # PyDLL keeps the GIL across the call
+    libc.fork.restype = ctypes.c_int
+    data = _child_draws(libc.fork, src)
+    assert len(data) == 32 + 8 * 300
+    parent = src.bits64(4).tobytes() + noise.discrete_laplace(5.0, 300, rng=src).tobytes()
+    assert data[:32] != parent[:32]
+    assert data[32:] != parent[32:]
+
+
+def test_two_forked_siblings_differ_from_each_other_and_the_parent() -> None:
+    import os
+
+    src = RandomSource()
+    src.bits64(3)
+    a = _child_draws(os.fork, src)
+    b = _child_draws(os.fork, src)
+    parent = src.bits64(4).tobytes() + noise.discrete_laplace(5.0, 300, rng=src).tobytes()
+    assert len({a[:32], b[:32], parent[:32]}) == 3
+    assert len({a[32:], b[32:], parent[32:]}) == 3
