@@ -147,3 +147,52 @@ def test_two_forked_siblings_differ_from_each_other_and_the_parent() -> None:
     parent = src.bits64(4).tobytes() + noise.discrete_laplace(5.0, 300, rng=src).tobytes()
     assert len({a[:32], b[:32], parent[:32]}) == 3
     assert len({a[32:], b[32:], parent[32:]}) == 3
+
+
+ALPHA = 1e-3  # false-alarm rate of each statistical test below
+
+
+def _tail_prob(k: int, scale: float) -> float:
+    """P(|X| >= k) = 2 p^k / (1 + p) (k >= 1) at the rational scale the sampler uses."""
+    r = _realised(scale)
+    p = float(np.exp(-float(1 / r)))
+    return 2 * p**k / (1 + p)
+
+
+@pytest.mark.parametrize(
+    ("scale", "n"), [(0.45, 8_000_000), (1.0, 8_000_000), (2.0, 4_000_000), (1e6, 400_000)]
+)
+def test_tail_beyond_the_top_table_is_exact(scale: float, n: int) -> None:
+    """Beyond the top table's last end (|X| >= 1 + K·2^e) the sampler recurses by
+    memorylessness: P(|X| >= cut) and P(|X| >= 2·cut) match 2p^k/(1+p), and the sign of tail
+    values is fair (exact binomial tests, false-alarm rate 1e-3 each)."""
+    from scipy import stats
+
+    t, s = _rational_scale(np.asarray([scale]))
+    tables = noise._laplace_tables(int(t[0]), int(s[0]))
+    cut = 1 + tables.k_top * (1 << tables.e)
+    x = noise.discrete_laplace(scale, size=n, rng=RandomSource(seed=111))
+    ax = np.abs(x)
+    for k in (cut, 2 * cut) if scale > 100 else (cut,):
+        hits = int(np.sum(ax >= k))
+        assert stats.binomtest(hits, n, _tail_prob(k, scale)).pvalue > ALPHA, (k, hits)
+    tail = x[ax >= cut]
+    assert tail.size > 10
+    assert stats.binomtest(int(np.sum(tail > 0)), tail.size, 0.5).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("scale", [0.1, 0.2, 1 / 3, 1.0, 7.5, 1e6 / 3])
+@pytest.mark.parametrize("n", [200, 300_000])  # reference sampler / table sampler
+def test_zero_and_sign_are_unbiased(scale: float, n: int) -> None:
+    """P(X = 0) = (1-p)/(1+p) and P(X > 0) = P(X < 0), both samplers (exact binomial tests
+    pooled over repeated draws of n; false-alarm rate 1e-3 each)."""
+    from scipy import stats
+
+    rng = RandomSource(seed=112)
+    reps = max(1, 300_000 // n)
+    x = np.concatenate([noise.discrete_laplace(scale, size=n, rng=rng) for _ in range(reps)])
+    p0 = float(noise.discrete_laplace_pmf(0, scale))
+    assert stats.binomtest(int(np.sum(x == 0)), x.size, p0).pvalue > ALPHA
+    nz = x[x != 0]
+    if nz.size:
+        assert stats.binomtest(int(np.sum(nz > 0)), nz.size, 0.5).pvalue > ALPHA
