@@ -208,6 +208,11 @@ class RandomSource:
     def __init__(self, seed: int | None = None) -> None:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
             raise InvalidParameterError(f"seed must be an integer or None, got {seed!r}")
+        if seed is not None and int(seed) < 0:
+            raise InvalidParameterError(
+                f"seed must be a non-negative integer (numpy's PCG64 takes seeds >= 0), got "
+                f"{int(seed)}; leave it out for the secure source"
+            )
         self.seed = None if seed is None else int(seed)
         self._gen: np.random.Generator | None = (
             None if seed is None else np.random.Generator(np.random.PCG64(self.seed))

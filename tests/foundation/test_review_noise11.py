@@ -196,3 +196,12 @@ def test_zero_and_sign_are_unbiased(scale: float, n: int) -> None:
     nz = x[x != 0]
     if nz.size:
         assert stats.binomtest(int(np.sum(nz > 0)), nz.size, 0.5).pvalue > ALPHA
+
+
+def test_negative_seed_is_refused_with_a_fugu_error() -> None:
+    """RandomSource(seed=-1) raised numpy's bare ValueError('expected non-negative integer')."""
+    import fugu
+
+    with pytest.raises(fugu.InvalidParameterError, match="seed must be a non-negative"):
+        RandomSource(seed=-1)
+    assert not RandomSource(seed=0).private
