@@ -205,3 +205,80 @@ def test_negative_seed_is_refused_with_a_fugu_error() -> None:
     with pytest.raises(fugu.InvalidParameterError, match="seed must be a non-negative"):
         RandomSource(seed=-1)
     assert not RandomSource(seed=0).private
+
+
+def test_grid_laplace_worst_case_neighbours_stay_within_epsilon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Item 4 of the review: with weights and max_changed, neighbours placed to gain the most
+    from rounding to the grid (just below / above half-grid points) never have an exact
+    privacy loss Σ_i |Δ grid value_i| / realised scale_i above ε (deterministic: the loss of
+    the exact discrete Laplace output distribution, no sampling)."""
+    seen: list[np.ndarray] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
+        seen.append(np.asarray(scale, dtype=np.float64).reshape(-1).copy())
+        return real(scale, size=size, rng=rng)
+
+    monkeypatch.setattr(noise, "discrete_laplace", spy)
+    gen = np.random.default_rng(7)
+    for trial in range(300):
+        n = int(gen.integers(1, 9))
+        m = int(gen.integers(1, n + 1))
+        sens = float(gen.choice([1.0, 3.0, 0.1, 1e-9, 2.0**40, 1 / 3, 0.7]))
+        eps = float(gen.choice([0.1, 1 / 3, 1e-6, 999.9, 0.3, 1.0]))
+        w = None if trial % 2 else gen.choice([1.0, 0.1, 3.0, 1 / 3, 7.0], size=n)
+        wf = np.ones(n) if w is None else w
+        gamma = noise.grid_granularity(sens, m, wf)
+        base = (gen.integers(-50, 50, size=n) + 0.5) * gamma
+        x = base - gamma * 2.0**-20  # just below half points: rounds down
+        changed = gen.choice(n, size=m, replace=False)
+        share = Fraction(sens) / m
+        x2 = x.copy()
+        for i in changed:  # move up by at most share / w_i (exactly), to just above a half point
+            d = float(share / Fraction(float(wf[i])))
+            while Fraction(d) * Fraction(float(wf[i])) > share:
+                d = float(np.nextafter(d, 0))
+            x2[i] = x[i] + d
+            while Fraction(float(x2[i])) - Fraction(float(x[i])) > Fraction(d):
+                x2[i] = float(np.nextafter(x2[i], -np.inf))
+        assert sum(
+            Fraction(float(wf[i])) * abs(Fraction(float(x2[i])) - Fraction(float(x[i])))
+            for i in range(n)
+        ) <= Fraction(sens)
+        seen.clear()
+        _, info = grid_laplace(x, sens, eps, RandomSource(seed=trial), weights=w, max_changed=m)
+        scales = seen[0]
+        g = info.granularity.reshape(-1)
+        jumps = np.abs(np.rint(x2 / g) - np.rint(x / g)).astype(np.int64)
+        loss = sum(int(jumps[i]) / _realised(float(scales[i])) for i in range(n))
+        assert loss <= Fraction(eps), (trial, sens, eps, m, float(loss / Fraction(eps) - 1))
+
+
+@pytest.mark.parametrize("eps", [1 / 3, 0.3, 1e-6, 0.7])
+def test_grid_laplace_loss_at_the_exact_rounding_bound(eps: float) -> None:
+    """Neighbours that reach the rounding bound exactly: sensitivity Δ = 1025·γ (γ = 2^-10),
+    x = γ/2 (rounds to 0, ties to even) and x' = x + Δ (rounds up to 1026): the grid values
+    differ by (Δ + γ)/γ, so the loss is exactly (Δ + γ)/(γ·realised scale), which must be
+    <= ε. Before the rounding-up fix the scale for ε = 1/3 was 3078 grid units, below the
+    exact 3078.0000000000002, and the loss 1/3 exceeded ε = 0.33333333333333331."""
+    sens = 1 + 2.0**-10
+    x = np.array([2.0**-11])
+    x2 = x + sens
+    assert Fraction(float(x2[0])) - Fraction(float(x[0])) == Fraction(sens)
+    seen: list[float] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
+        seen.append(float(np.asarray(scale).reshape(-1)[0]))
+        return real(scale, size=size, rng=rng)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(noise, "discrete_laplace", spy)
+        _, info = grid_laplace(x, sens, eps, RandomSource(seed=0))
+    g = float(info.granularity[0])
+    assert g == 2.0**-10
+    jump = int(np.rint(x2[0] / g)) - int(np.rint(x[0] / g))
+    assert jump == 1026  # Δ/γ + 1: the full rounding slack is used
+    assert Fraction(jump) / _realised(seen[0]) <= Fraction(eps)
