@@ -860,7 +860,10 @@ def discrete_laplace(
     Parameters
     ----------
     scale : float or array
-        The scale b > 0 (noise for sensitivity Δ and privacy ε is scale Δ/ε).
+        The scale b > 0 (noise for sensitivity Δ and privacy ε is scale Δ/ε). Compute it with
+        :func:`noise_scale` (``noise_scale(Δ, ε)``, rounded up): ``Δ / ε`` in floating point
+        rounds to nearest and can land below the exact quotient (``1 / (1/3) == 3.0``), and
+        the sampler only rounds up from the double it is given.
     size : int or tuple, optional
         Output shape when ``scale`` is a scalar.
     rng : RandomSource, optional
