@@ -1014,9 +1014,14 @@ def _exact(x: object) -> Fraction:
     return Fraction(float(x))  # type: ignore[arg-type]
 
 
-def _up(value: float, exact: Fraction) -> float:
-    """``value`` (a rounded double of ``exact``) moved up until it is >= ``exact``."""
-    while Fraction(value) < exact:
+def _up(exact: Fraction) -> float:
+    """The smallest double >= ``exact`` (inf beyond the largest double: the samplers refuse it
+    by name)."""
+    try:
+        value = float(exact)  # correctly rounded to nearest
+    except OverflowError:
+        return math.inf
+    while math.isfinite(value) and Fraction(value) < exact:
         value = math.nextafter(value, math.inf)
     return value
 
@@ -1032,8 +1037,9 @@ def noise_scale(sensitivity: float, epsilon: float, divisor: float = 1.0) -> flo
     >>> noise_scale(1, 1 / 3) > 3.0, noise_scale(1, 0.5)
     (True, 2.0)
     """
-    exact = _exact(sensitivity) / (_exact(epsilon) * _exact(divisor))
-    return _up(float(exact), exact)
+    if not all(math.isfinite(float(v)) for v in (sensitivity, epsilon, divisor)):
+        return float(sensitivity) / (float(epsilon) * float(divisor))  # inf or nan: refused later
+    return _up(_exact(sensitivity) / (_exact(epsilon) * _exact(divisor)))
 
 
 def geometric_mechanism(
@@ -1166,11 +1172,13 @@ def grid_laplace(
     m = max(1, min(m, max(1, x.size)))
     gamma = grid_granularity(sensitivity, m, w, slack_bits)
     step = w * gamma  # exact: gamma is a power of two
-    slack = Fraction(m) * Fraction(float(np.max(step))) if x.size else Fraction(0)
+    max_step = float(np.max(step)) if x.size else 0.0
     # Round up, never to nearest: the privacy loss is exact_eff / (scale · step) and must be
     # at most epsilon, so each quotient is the smallest double at or above its exact value.
-    eff_exact = _exact(sensitivity) + slack
-    eff = _up(float(eff_exact), eff_exact)
+    if math.isfinite(max_step):
+        eff = _up(_exact(sensitivity) + Fraction(m) * Fraction(max_step))
+    else:
+        eff = math.inf  # a grid beyond the double range: the sampler refuses the scale by name
     lam = noise_scale(eff, epsilon)
     scale_grid = lam / step  # in grid units; exact when the weights are 1
     if weights is not None:

@@ -282,3 +282,20 @@ def test_grid_laplace_loss_at_the_exact_rounding_bound(eps: float) -> None:
     jump = int(np.rint(x2[0] / g)) - int(np.rint(x[0] / g))
     assert jump == 1026  # Δ/γ + 1: the full rounding slack is used
     assert Fraction(jump) / _realised(seen[0]) <= Fraction(eps)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy overflow on the way to inf
+def test_scales_beyond_the_double_range_are_refused_by_name() -> None:
+    """sensitivity / epsilon above the largest double: the sampler's InvalidParameterError
+    (after the exact rounding-up, float() of the quotient raised a bare OverflowError)."""
+    import fugu
+
+    with pytest.raises(fugu.InvalidParameterError, match="noise scale"):
+        geometric_mechanism([1], 1e308, 1e-3)
+    with pytest.raises(fugu.InvalidParameterError, match="noise scale"):
+        grid_laplace([1.0], 1e308, 1e-3)
+    with pytest.raises(fugu.InvalidParameterError, match="noise scale"):
+        grid_laplace([1.0], 1e308, 1.0, weights=[1e-10])  # grid step overflows to inf
+    with pytest.raises(fugu.InvalidParameterError, match="noise scale"):
+        grid_laplace([1.0], 1.0, 1.0, weights=[1e-310])
+    assert noise.noise_scale(1e308, 1e-3) == float("inf")
