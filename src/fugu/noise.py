@@ -1037,8 +1037,12 @@ def noise_scale(sensitivity: float, epsilon: float, divisor: float = 1.0) -> flo
     >>> noise_scale(1, 1 / 3) > 3.0, noise_scale(1, 0.5)
     (True, 2.0)
     """
-    if not all(math.isfinite(float(v)) for v in (sensitivity, epsilon, divisor)):
-        return float(sensitivity) / (float(epsilon) * float(divisor))  # inf or nan: refused later
+    values = (float(sensitivity), float(epsilon), float(divisor))
+    if not (all(math.isfinite(v) for v in values) and all(v > 0 for v in values)):
+        raise InvalidParameterError(
+            f"noise_scale needs finite sensitivity, epsilon and divisor > 0, got sensitivity="
+            f"{values[0]!r}, epsilon={values[1]!r}, divisor={values[2]!r}"
+        )
     return _up(_exact(sensitivity) / (_exact(epsilon) * _exact(divisor)))
 
 
@@ -1179,7 +1183,7 @@ def grid_laplace(
         eff = _up(_exact(sensitivity) + Fraction(m) * Fraction(max_step))
     else:
         eff = math.inf  # a grid beyond the double range: the sampler refuses the scale by name
-    lam = noise_scale(eff, epsilon)
+    lam = noise_scale(eff, epsilon) if math.isfinite(eff) else math.inf
     scale_grid = lam / step  # in grid units; exact when the weights are 1
     if weights is not None:
         scale_grid = np.nextafter(scale_grid, np.inf)  # >= lam / step whatever the rounding

@@ -299,3 +299,11 @@ def test_scales_beyond_the_double_range_are_refused_by_name() -> None:
     with pytest.raises(fugu.InvalidParameterError, match="noise scale"):
         grid_laplace([1.0], 1.0, 1.0, weights=[1e-310])
     assert noise.noise_scale(1e308, 1e-3) == float("inf")
+
+
+@pytest.mark.parametrize("args", [(1, 0.0), (1, 1, 0.0), (-1, 1), (1, float("nan"))])
+def test_noise_scale_refuses_bad_arguments_by_name(args: tuple) -> None:
+    import fugu
+
+    with pytest.raises(fugu.InvalidParameterError, match="noise_scale needs finite"):
+        noise.noise_scale(*args)
