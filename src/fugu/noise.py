@@ -1109,7 +1109,9 @@ def grid_granularity(
     (0.0009765625, 0.0009765625)
     """
     w = np.asarray(weights, dtype=np.float64)
-    exps = np.floor(np.log2(sensitivity / (max_changed * w))).astype(np.int64) - slack_bits
+    # floor(log2 q) exactly from the binary exponent: np.log2 rounds 2^k·(1 - 2^-53) up to k
+    # (k >= 3), which doubled the step and the slack just below every power of two
+    exps = np.frexp(sensitivity / (max_changed * w))[1].astype(np.int64) - 1 - slack_bits
     return np.asarray(np.ldexp(1.0, exps), dtype=np.float64)
 
 

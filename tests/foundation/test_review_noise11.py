@@ -307,3 +307,18 @@ def test_noise_scale_refuses_bad_arguments_by_name(args: tuple) -> None:
 
     with pytest.raises(fugu.InvalidParameterError, match="noise_scale needs finite"):
         noise.noise_scale(*args)
+
+
+@pytest.mark.parametrize("k", [4, 8, 20, 40, -3, -20])
+def test_grid_step_keeps_its_bound_just_below_powers_of_two(k: int) -> None:
+    """grid_granularity promises Σ_changed w_i γ_i <= sensitivity·2^-slack_bits. np.log2 rounded
+    log2(2^k·(1 - 2^-53)) up to k, so just below a power of two the step (and the slack
+    grid_laplace adds) was twice that, and recursive.grid_laplace_scalar (frexp) disagreed."""
+    import math
+
+    sens = float(np.nextafter(2.0**k, 0))
+    gamma = float(noise.grid_granularity(sens, 1)[()])
+    assert gamma <= sens * 2.0**-10
+    assert gamma == math.ldexp(1.0, math.frexp(sens)[1] - 1 - 10)
+    _, info = grid_laplace(np.zeros(1), sens, 1.0, RandomSource(seed=0))
+    assert info.effective_sensitivity <= sens * (1 + 2.0**-10) * (1 + 2.0**-52)
