@@ -39,6 +39,7 @@ import functools
 import math
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -60,6 +61,7 @@ __all__ = [
     "GridNoise",
     "MAX_SCALE",
     "noise_scale",
+    "noise_scales",
     "PowerTailGrid",
     "grid_power_tail",
     "power_tail_integer",
@@ -1026,24 +1028,66 @@ def _up(exact: Fraction) -> float:
     return value
 
 
-def noise_scale(sensitivity: float, epsilon: float, divisor: float = 1.0) -> float:
-    """The smallest double >= ``sensitivity / (epsilon * divisor)`` computed exactly.
+def noise_scale(
+    sensitivity: float,
+    epsilon: float,
+    divisor: float | Sequence[float] = 1.0,
+    *,
+    plus: float = 0.0,
+) -> float:
+    """The smallest double >= ``(sensitivity + plus) / (epsilon * divisor)`` computed exactly.
 
     ``sensitivity / epsilon`` in floating point rounds to nearest, so it can fall below the true
     quotient (``1 / (1/3)`` gives 3.0, below 1 / 0.333…3148 = 3.00000000000000017): discrete
     Laplace noise at that scale has a privacy loss above ``epsilon``. Pass the result to
-    :func:`discrete_laplace` (which only rounds up from there).
+    :func:`discrete_laplace` (which only rounds up from there). ``divisor`` may be a sequence
+    of factors (a budget share that is a product of per-axis shares), multiplied exactly;
+    ``plus`` is added to the sensitivity exactly (a rounding slack).
 
-    >>> noise_scale(1, 1 / 3) > 3.0, noise_scale(1, 0.5)
-    (True, 2.0)
+    >>> noise_scale(1, 1 / 3) > 3.0, noise_scale(1, 0.5), noise_scale(1, 1.0, (0.5, 0.25))
+    (True, 2.0, 8.0)
     """
-    values = (float(sensitivity), float(epsilon), float(divisor))
-    if not (all(math.isfinite(v) for v in values) and all(v > 0 for v in values)):
+    factors = tuple(divisor) if isinstance(divisor, Sequence | np.ndarray) else (divisor,)
+    values = (float(sensitivity), float(epsilon), *(float(f) for f in factors))
+    if not (
+        factors
+        and all(math.isfinite(v) for v in values)
+        and all(v > 0 for v in values)
+        and math.isfinite(float(plus))
+        and float(plus) >= 0
+    ):
         raise InvalidParameterError(
-            f"noise_scale needs finite sensitivity, epsilon and divisor > 0, got sensitivity="
-            f"{values[0]!r}, epsilon={values[1]!r}, divisor={values[2]!r}"
+            f"noise_scale needs finite sensitivity, epsilon and divisor > 0 (and plus >= 0), got "
+            f"sensitivity={values[0]!r}, epsilon={values[1]!r}, divisor={divisor!r}, "
+            f"plus={plus!r}"
         )
-    return _up(_exact(sensitivity) / (_exact(epsilon) * _exact(divisor)))
+    den = _exact(epsilon)
+    for f in factors:
+        den *= _exact(f)
+    return _up((_exact(sensitivity) + _exact(plus)) / den)
+
+
+def noise_scales(
+    sensitivity: float, epsilon: float, divisors: Sequence[ArrayLike]
+) -> NDArray[np.float64]:
+    """:func:`noise_scale` for every combination of per-axis divisors (an outer product).
+
+    ``divisors[i]`` holds axis i's budget shares; the result has one axis per entry and holds
+    the smallest double >= ``sensitivity / (epsilon · Π_i divisors[i][r_i])``, each product
+    exact (it is computed once per distinct combination of values).
+
+    >>> noise_scales(1, 1.0, [[0.5, 0.5, 0.25]])
+    array([2., 2., 4.])
+    >>> noise_scales(2, 1.0, [[0.5, 1.0], [0.25]]).tolist()
+    [[16.0], [8.0]]
+    """
+    axes = [np.asarray(d, dtype=np.float64).reshape(-1) for d in divisors]
+    uniq = [np.unique(a, return_inverse=True) for a in axes]
+    table = np.empty(tuple(u.size for u, _ in uniq), dtype=np.float64)
+    for idx in np.ndindex(table.shape):
+        shares = [float(u[i]) for (u, _), i in zip(uniq, idx, strict=True)]
+        table[idx] = noise_scale(sensitivity, epsilon, shares)
+    return np.asarray(table[np.ix_(*(inv.reshape(-1) for _, inv in uniq))], dtype=np.float64)
 
 
 def geometric_mechanism(

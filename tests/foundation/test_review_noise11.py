@@ -322,3 +322,58 @@ def test_grid_step_keeps_its_bound_just_below_powers_of_two(k: int) -> None:
     assert gamma == math.ldexp(1.0, math.frexp(sens)[1] - 1 - 10)
     _, info = grid_laplace(np.zeros(1), sens, 1.0, RandomSource(seed=0))
     assert info.effective_sensitivity <= sens * (1 + 2.0**-10) * (1 + 2.0**-52)
+
+
+# == callers outside noise.py: every scale handed to discrete_laplace is >= the exact quotient ==
+def _capture_scales(monkeypatch: pytest.MonkeyPatch, module: object) -> list[np.ndarray]:
+    seen: list[np.ndarray] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(np.array(scale, dtype=np.float64, copy=True).reshape(-1))
+        return real(scale, *args, **kwargs)
+
+    monkeypatch.setattr(module, "discrete_laplace", spy)
+    return seen
+
+
+def test_hierarchical_level_scales_round_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hierarchical noised each level with delta / (eps * share) in floating point: at eps = 0.3
+    with three equal shares the scale was exactly 10.0 per level, below the exact
+    1 / (0.3 · 1/3) (the doubles 0.3 and 1/3), so the total loss was above 0.3 (by ~1e-17).
+    Failed before: scale 10.0 == float(exact) < exact."""
+    import sys
+
+    import fugu
+
+    H = sys.modules["fugu.central.hierarchical"]  # the package re-exports the function's name
+    seen = _capture_scales(monkeypatch, H)
+    hist = fugu.Histogram(np.arange(64), fugu.Domain([fugu.Ordinal("a", 0, 63)]))
+    H.hierarchical(
+        hist, 0.3, branching=4, budget=[1 / 3, 1 / 3, 1 / 3], strategy="trees",
+        neighbours="add-remove", rng=RandomSource(seed=1),
+    )  # fmt: skip
+    share = Fraction(1 / 3) / (3 * Fraction(1 / 3))  # the normalised share, as the code makes it
+    exact = 1 / (Fraction(0.3) * Fraction(float(share)))
+    assert seen and all(Fraction(float(s)) >= exact for arr in seen for s in arr)
+
+
+def test_hat_tree_and_recursive_scales_round_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hat_tree (delta * w / (eps * s)) and the recursive mechanism's grid draw
+    ((sensitivity + gamma) / epsilon / gamma) divided in floating point (round to nearest)."""
+    import fugu
+    from fugu.central import hattree
+    from fugu.graph import recursive
+
+    seen = _capture_scales(monkeypatch, hattree)
+    hist = fugu.Histogram(np.arange(300) % 7, fugu.Domain([fugu.Ordinal("a", 0, 299)]))
+    rel = hattree.hat_tree(hist, 1 / 3, neighbours="add-remove", rng=RandomSource(seed=2))
+    assert seen and rel is not None
+    for arr in seen:  # every scale is at least delta * w / (eps * s) >= 1 / eps, rounded up
+        assert all(Fraction(float(s)) >= 1 / Fraction(1 / 3) for s in arr)
+    seen_r = _capture_scales(monkeypatch, recursive)
+    _, lam = recursive.grid_laplace_scalar(5.0, 1.0, 1 / 3, RandomSource(seed=3))
+    gamma = Fraction(2) ** -10
+    exact_units = (1 + gamma) / (Fraction(1 / 3) * gamma)
+    assert Fraction(float(seen_r[0][0])) >= exact_units
+    assert Fraction(lam) >= (1 + gamma) / Fraction(1 / 3)

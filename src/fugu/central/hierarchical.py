@@ -96,7 +96,13 @@ from ..inference.tree import (
     tree_height,
 )
 from ..mechanism import check_neighbours, guarantee, start, total_is_public
-from ..noise import RandomSource, discrete_laplace, discrete_laplace_variance
+from ..noise import (
+    RandomSource,
+    discrete_laplace,
+    discrete_laplace_variance,
+    noise_scale,
+    noise_scales,
+)
 from ..queries import PrefixSums, RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Custom, Meta
@@ -944,7 +950,7 @@ def _noise_layout(
         if share <= 0:
             block[...] = 0.0
             continue
-        block += discrete_laplace(delta / (eps * share), size=block.shape, rng=source)
+        block += discrete_laplace(noise_scale(delta, eps, share), size=block.shape, rng=source)
     return out
 
 
@@ -1012,7 +1018,7 @@ def _kron_measure(
     (two cells, δ = 2) at most ε/2 + ε/2. The only place where private data meets noise.
     """
     y = _kron_products(counts, dense)
-    scale = delta / (eps * _kron_scales(dense))
+    scale = noise_scales(delta, eps, [d.weights for d in dense])  # exact, rounded up
     return (y + discrete_laplace(scale, rng=source)).astype(np.float64)
 
 
