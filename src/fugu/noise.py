@@ -61,6 +61,7 @@ __all__ = [
     "GridNoise",
     "MAX_SCALE",
     "noise_scale",
+    "round_dyadic",
     "noise_scales",
     "PowerTailGrid",
     "grid_power_tail",
@@ -1026,6 +1027,27 @@ def _up(exact: Fraction) -> float:
     while math.isfinite(value) and Fraction(value) < exact:
         value = math.nextafter(value, math.inf)
     return value
+
+
+def round_dyadic(total: int, exponent: int, grid_exponent: int) -> float:
+    """The exact value ``total · 2^exponent`` rounded (half to even, like ``np.rint``) to a
+    multiple of ``2^grid_exponent``, as a double: exact integer arithmetic, one rounding.
+
+    Callers that sum data values exactly (as integers times a power of two) use it to put the
+    sum on a :func:`grid_laplace` grid without the float rounding the grid's slack does not
+    cover.
+
+    >>> round_dyadic(5, -1, 0), round_dyadic(7, -1, 0), round_dyadic(3, 2, 1)
+    (2.0, 4.0, 12.0)
+    """
+    if exponent >= grid_exponent:
+        units = total << (exponent - grid_exponent)
+    else:
+        shift = grid_exponent - exponent
+        q, r = divmod(total, 1 << shift)
+        half = 1 << (shift - 1)
+        units = q + 1 if r > half or (r == half and q % 2) else q
+    return math.ldexp(float(units), grid_exponent)
 
 
 def noise_scale(

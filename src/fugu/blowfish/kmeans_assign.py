@@ -24,6 +24,7 @@ from ..errors import (
     InvalidParameterError,
     InvalidTypeError,
 )
+from ..noise import round_dyadic
 from .kmeans_grid import KMeansGrid, SecretGraph, _attr_block_ids
 
 __all__ = [
@@ -305,17 +306,7 @@ def exact_centred_sums(
             mult = np.append(counts[i], -n_i).astype(object)
             shifts = (exps[used] - e0).astype(object)
             terms.append((int(np.left_shift(big[used] * mult[used], shifts).sum()), e0))
-    out = np.zeros(counts.shape[0])
-    for i, (total, e0) in enumerate(terms):
-        if e0 >= g:
-            k = total << (e0 - g)
-        else:
-            shift = g - e0
-            q, r = divmod(total, 1 << shift)
-            half = 1 << (shift - 1)
-            k = q + 1 if r > half or (r == half and q % 2) else q
-        out[i] = math.ldexp(float(k), g)
-    return out
+    return np.array([round_dyadic(total, e0, g) for total, e0 in terms], dtype=np.float64)
 
 
 def _cluster_stats(

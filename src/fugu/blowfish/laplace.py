@@ -46,6 +46,7 @@ from ..noise import (
     geometric_mechanism,
     grid_granularity,
     grid_laplace,
+    round_dyadic,
 )
 from ..release import CubeRelease, Guarantee, Release
 from ..release_state import Array, Meta
@@ -236,16 +237,7 @@ def _exact_on_grid(
     """The exact answers rounded (half to even) to multiples of the power of two ``gamma``, as
     doubles (exact: the range check keeps them below 2^53 grid units)."""
     g = int(math.frexp(gamma)[1]) - 1  # gamma = 2^g
-    vals = []
-    for total, e0 in _exact_terms(w, counts):
-        if e0 >= g:
-            k = total << (e0 - g)
-        else:
-            shift = g - e0
-            q, r = divmod(total, 1 << shift)
-            half = 1 << (shift - 1)
-            k = q + 1 if r > half or (r == half and q % 2) else q
-        vals.append(math.ldexp(float(k), g))
+    vals = [round_dyadic(total, e0, g) for total, e0 in _exact_terms(w, counts)]
     return np.asarray(vals, dtype=np.float64)
 
 
