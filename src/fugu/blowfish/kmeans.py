@@ -103,6 +103,7 @@ from ..errors import (
 from ..mechanism import guarantee, start
 from ..noise import RandomSource
 from ..release import Guarantee
+from ._eps import fit_shares
 from .kmeans_assign import (
     _Assigner,
     _cell_rule,
@@ -661,6 +662,13 @@ class KMeans:
         eps_lloyd = eps - eps_init
         total_w = sum(weights) if weights else 1.0
         plans = [IterationPlan.split(eps_lloyd * w / total_w, s_size, s_sum, frac) for w in weights]
+        # the float splits round to nearest: lower every part by ulps until their exact sum <= eps
+        fitted = fit_shares(eps, [eps_init, *(e for p in plans for e in (p.eps_size, p.eps_sum))])
+        eps_init = fitted[0]
+        plans = [
+            dataclasses.replace(p, eps_size=fitted[1 + 2 * i], eps_sum=fitted[2 + 2 * i])
+            for i, p in enumerate(plans)
+        ]
         spec = None
         if _grid_start(self.init, n_public, grid):
             spec = eugkm_grid(n, eps_init if eps_init > 0 else eps, grid, graph)

@@ -57,7 +57,7 @@ from ..errors import InvalidParameterError, check_positive_int
 from ..histogram import Histogram
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace_variance
-from ._eps import NoisePart, check_noise_epsilon
+from ._eps import NoisePart, check_noise_epsilon, fit_shares
 from .cumulative import (
     CumulativeRelease,
     Structure,
@@ -173,6 +173,7 @@ def oh_plan(
                 es, eh, mse = _split(a, b, epsilon)
             if h == 0:
                 es, eh = epsilon, 0.0
+            es, eh = fit_shares(epsilon, [es, eh])  # exact sum <= epsilon
             plans.append(OHPlan(f, h, block, es, eh, float(s_s), float(s_h), float(mse)))
 
     if not plans:  # only a fixed fanout and height can leave none
