@@ -61,6 +61,7 @@ __all__ = [
     "GridNoise",
     "MAX_SCALE",
     "noise_scale",
+    "SHARE_SLACK",
     "round_dyadic",
     "noise_scales",
     "PowerTailGrid",
@@ -1027,6 +1028,14 @@ def _up(exact: Fraction) -> float:
     while math.isfinite(value) and Fraction(value) < exact:
         value = math.nextafter(value, math.inf)
     return value
+
+
+#: A divisor for noise scales whose budget shares were computed in floating point (levels of a
+#: tree, rows of a plan, per-axis weights): such shares may add up to a few ulps more than 1
+#: (at most about n·2^-53 relative for n shares). Dividing the scale by ``1 - 2^-40`` as well
+#: (:func:`noise_scale`'s ``divisor``) raises it by that much more, so the total loss stays
+#: at most ε for any plan of fewer than about 2^12 shares per record; no measurable cost.
+SHARE_SLACK = 1.0 - 2.0**-40
 
 
 def round_dyadic(total: int, exponent: int, grid_exponent: int) -> float:

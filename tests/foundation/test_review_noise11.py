@@ -377,3 +377,22 @@ def test_hat_tree_and_recursive_scales_round_up(monkeypatch: pytest.MonkeyPatch)
     exact_units = (1 + gamma) / (Fraction(1 / 3) * gamma)
     assert Fraction(float(seen_r[0][0])) >= exact_units
     assert Fraction(lam) >= (1 + gamma) / Fraction(1 / 3)
+
+
+def test_share_slack_covers_float_share_sums() -> None:
+    """Budget shares normalised in floating point (hierarchical's w / w.sum(), the planners'
+    shares) can add up to more than 1 by ulps: with scales delta / (eps * share) the total loss
+    eps * sum(shares) was then above eps. The central samplers also divide by SHARE_SLACK
+    (1 - 2^-40): the loss is eps * SHARE_SLACK * sum(shares) <= eps for every normalisation
+    here, while without it some sums exceed 1."""
+    rng = np.random.default_rng(5)
+    over_without = 0
+    for _ in range(2000):
+        w = rng.uniform(0.01, 3.0, size=int(rng.integers(2, 40)))
+        shares = [float(x) for x in w / w.sum()]
+        total = sum(map(Fraction, shares))
+        over_without += total > 1
+        assert total * Fraction(noise.SHARE_SLACK) <= 1
+    assert over_without > 0  # the slack is needed (sums above 1 do occur)
+    s = noise.noise_scale(1, 1.0, (0.25, noise.SHARE_SLACK))
+    assert Fraction(s) >= 4 / Fraction(noise.SHARE_SLACK) and s < 4 * (1 + 2**-39)

@@ -85,7 +85,7 @@ from ..domain import Domain
 from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import check_epsilon, guarantee, start, total_is_public
-from ..noise import RandomSource, discrete_laplace, noise_scale, noise_scales
+from ..noise import SHARE_SLACK, RandomSource, discrete_laplace, noise_scale, noise_scales
 from ..queries import RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta, StateField
@@ -145,11 +145,11 @@ def measure(
         # graded plan: cell j with budget d_j (scale δ/(ε d_j)), the integer rows R with one
         # scale δB/ε; column j's loss ε(Σ_r R_rj/B + d_j) ≤ ε (replace-one: two columns, δ = 2)
         d = np.asarray(plan.cell_budget, dtype=np.float64)
-        cell_scale = np.broadcast_to(noise_scales(delta, eps, [d]), x.shape)
+        cell_scale = np.broadcast_to(noise_scales(delta, eps, [d, [SHARE_SLACK]])[:, 0], x.shape)
         cells = x + discrete_laplace(cell_scale, rng=source)
         y = x @ plan.row_matrix().T  # exact integer products
         rows = y + discrete_laplace(
-            noise_scale(delta * plan.row_divisor, eps), size=y.shape, rng=source
+            noise_scale(delta * plan.row_divisor, eps, SHARE_SLACK), size=y.shape, rng=source
         )
         return [cells.astype(np.float64), rows.astype(np.float64)]
     out = []
@@ -159,7 +159,9 @@ def measure(
         else:
             # float sparse product of integers < 2^53: exact
             y = np.rint(np.asarray(hat_matrix(plan.n, w) @ x.T).T).astype(np.int64)
-        noise = discrete_laplace(noise_scale(delta * w, eps, s), size=y.shape, rng=source)
+        noise = discrete_laplace(
+            noise_scale(delta * w, eps, (s, SHARE_SLACK)), size=y.shape, rng=source
+        )
         out.append((y + noise).astype(np.float64) / float(w))
     return out
 

@@ -97,6 +97,7 @@ from ..inference.tree import (
 )
 from ..mechanism import check_neighbours, guarantee, start, total_is_public
 from ..noise import (
+    SHARE_SLACK,
     RandomSource,
     discrete_laplace,
     discrete_laplace_variance,
@@ -950,7 +951,9 @@ def _noise_layout(
         if share <= 0:
             block[...] = 0.0
             continue
-        block += discrete_laplace(noise_scale(delta, eps, share), size=block.shape, rng=source)
+        block += discrete_laplace(
+            noise_scale(delta, eps, (share, SHARE_SLACK)), size=block.shape, rng=source
+        )
     return out
 
 
@@ -1018,7 +1021,8 @@ def _kron_measure(
     (two cells, δ = 2) at most ε/2 + ε/2. The only place where private data meets noise.
     """
     y = _kron_products(counts, dense)
-    scale = noise_scales(delta, eps, [d.weights for d in dense])  # exact, rounded up
+    # exact, rounded up; SHARE_SLACK covers float sums of the per-axis weights
+    scale = noise_scales(delta, eps, [*(d.weights for d in dense), [SHARE_SLACK]])[..., 0]
     return (y + discrete_laplace(scale, rng=source)).astype(np.float64)
 
 
