@@ -58,6 +58,7 @@ __all__ = [
     "geometric_mechanism",
     "grid_granularity",
     "grid_laplace",
+    "grid_scale",
     "GridNoise",
     "MAX_SCALE",
     "noise_scale",
@@ -250,15 +251,15 @@ class RandomSource:
         if n >= _BLOCK:
             return _thread_drbg()(n)
         try:
-            state = self._local.state  # this thread's [buffer, next position, generation, pid]
+            state = self._local.state  # this thread's [buffer, next position, _generation()]
         except AttributeError:
-            state = self._local.state = [None, _BLOCK, -1, -1]
+            state = self._local.state = [None, _BLOCK, None]
         pos = state[1]
-        pid = os.getpid()  # also catches a fork() from C, which runs no at-fork hook
-        if state[2] != _FORK_GENERATION or state[3] != pid or pos + n > _BLOCK:
+        gen = _generation()  # also catches a fork() from C, which runs no at-fork hook
+        if state[2] != gen or pos + n > _BLOCK:
             # refill; a forked child never reuses the parent's buffered words
             state[0] = _thread_drbg()(_BLOCK)
-            state[2], state[3] = _FORK_GENERATION, pid
+            state[2] = gen
             pos = 0
         state[1] = pos + n
         words: NDArray[np.uint64] = state[0][pos : pos + n]
@@ -1060,42 +1061,30 @@ def round_dyadic(total: int, exponent: int, grid_exponent: int) -> float:
 
 
 def noise_scale(
-    sensitivity: float,
-    epsilon: float,
-    divisor: float | Sequence[float] = 1.0,
-    *,
-    plus: float = 0.0,
+    sensitivity: float, epsilon: float, divisor: float | Sequence[float] = 1.0
 ) -> float:
-    """The smallest double >= ``(sensitivity + plus) / (epsilon * divisor)`` computed exactly.
+    """The smallest double >= ``sensitivity / (epsilon * divisor)`` computed exactly.
 
     ``sensitivity / epsilon`` in floating point rounds to nearest, so it can fall below the true
     quotient (``1 / (1/3)`` gives 3.0, below 1 / 0.333…3148 = 3.00000000000000017): discrete
     Laplace noise at that scale has a privacy loss above ``epsilon``. Pass the result to
     :func:`discrete_laplace` (which only rounds up from there). ``divisor`` may be a sequence
-    of factors (a budget share that is a product of per-axis shares), multiplied exactly;
-    ``plus`` is added to the sensitivity exactly (a rounding slack).
+    of factors (a budget share that is a product of per-axis shares), multiplied exactly.
 
     >>> noise_scale(1, 1 / 3) > 3.0, noise_scale(1, 0.5), noise_scale(1, 1.0, (0.5, 0.25))
     (True, 2.0, 8.0)
     """
     factors = tuple(divisor) if isinstance(divisor, Sequence | np.ndarray) else (divisor,)
     values = (float(sensitivity), float(epsilon), *(float(f) for f in factors))
-    if not (
-        factors
-        and all(math.isfinite(v) for v in values)
-        and all(v > 0 for v in values)
-        and math.isfinite(float(plus))
-        and float(plus) >= 0
-    ):
+    if not (factors and all(math.isfinite(v) and v > 0 for v in values)):
         raise InvalidParameterError(
-            f"noise_scale needs finite sensitivity, epsilon and divisor > 0 (and plus >= 0), got "
-            f"sensitivity={values[0]!r}, epsilon={values[1]!r}, divisor={divisor!r}, "
-            f"plus={plus!r}"
+            f"noise_scale needs finite sensitivity, epsilon and divisor > 0, got "
+            f"sensitivity={values[0]!r}, epsilon={values[1]!r}, divisor={divisor!r}"
         )
     den = _exact(epsilon)
     for f in factors:
         den *= _exact(f)
-    return _up((_exact(sensitivity) + _exact(plus)) / den)
+    return _up(_exact(sensitivity) / den)
 
 
 def noise_scales(
@@ -1190,6 +1179,28 @@ def grid_granularity(
     return np.asarray(np.ldexp(1.0, exps), dtype=np.float64)
 
 
+def grid_scale(
+    sensitivity: float, epsilon: float, max_changed: int, max_step: float
+) -> tuple[float, float]:
+    """``(effective sensitivity, λ)`` of :func:`grid_laplace`: the sensitivity plus one grid step
+    per changed value (``max_step`` the largest weighted step ``w_i·γ_i``), and that over ε,
+    each rounded up, never to nearest: the privacy loss per grid unit is exact_eff / (λ / w_i)
+    and must be at most ε.
+
+    Callers that add grid noise themselves (:func:`fugu.graph.recursive.grid_laplace_scalar`)
+    use it to draw exactly what :func:`grid_laplace` draws.
+
+    >>> grid_scale(1.0, 1.0, 1, 2.0**-10) == (1 + 2.0**-10, 1 + 2.0**-10)
+    True
+    >>> grid_scale(1.0, 1 / 3, 1, 2.0**-10)[1] > 3 * (1 + 2.0**-10)
+    True
+    """
+    if not math.isfinite(max_step):
+        return math.inf, math.inf  # a grid beyond the double range: the sampler refuses it
+    eff = _up(_exact(sensitivity) + Fraction(int(max_changed)) * Fraction(max_step))
+    return eff, (noise_scale(eff, epsilon) if math.isfinite(eff) else math.inf)
+
+
 def grid_laplace(
     values: ArrayLike,
     sensitivity: float,
@@ -1254,13 +1265,7 @@ def grid_laplace(
     gamma = grid_granularity(sensitivity, m, w, slack_bits)
     step = w * gamma  # exact: gamma is a power of two
     max_step = float(np.max(step)) if x.size else 0.0
-    # Round up, never to nearest: the privacy loss is exact_eff / (scale · step) and must be
-    # at most epsilon, so each quotient is the smallest double at or above its exact value.
-    if math.isfinite(max_step):
-        eff = _up(_exact(sensitivity) + Fraction(m) * Fraction(max_step))
-    else:
-        eff = math.inf  # a grid beyond the double range: the sampler refuses the scale by name
-    lam = noise_scale(eff, epsilon) if math.isfinite(eff) else math.inf
+    eff, lam = grid_scale(sensitivity, epsilon, m, max_step)
     scale_grid = lam / step  # in grid units; exact when the weights are 1
     if weights is not None:
         scale_grid = np.nextafter(scale_grid, np.inf)  # >= lam / step whatever the rounding
