@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 from ..budget import Accountant
 from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
-from ..noise import RandomSource, discrete_laplace, noise_scale
+from ..noise import RandomSource, discrete_laplace, grid_scale
 from ..release import Guarantee
 from .count_release import CountRelease, nonnegative_release, pattern_name
 from .krelation import Annotations, Formulas, KRelation
@@ -285,11 +285,9 @@ def grid_laplace_scalar(
         )
     e = math.frexp(sensitivity)[1] - 1 - 10  # floor(log2 sensitivity) - 10
     gamma = math.ldexp(1.0, e)
-    # (sensitivity + gamma) / epsilon exactly, rounded up (float division rounds to nearest)
-    lam = noise_scale(sensitivity, epsilon, plus=gamma)
+    _, lam = grid_scale(sensitivity, epsilon, 1, gamma)  # grid_laplace's λ, rounded up there too
     ints = round(Fraction(x) / Fraction(2) ** e)  # round half to even, like np.rint
-    units = noise_scale(sensitivity, epsilon, gamma, plus=gamma)  # lam / gamma, exact, up
-    noise = int(discrete_laplace(np.array([units]), rng=rng)[0])
+    noise = int(discrete_laplace(np.array([lam / gamma]), rng=rng)[0])
     return float(Fraction(ints + noise) * Fraction(2) ** e), lam
 
 
