@@ -58,6 +58,8 @@ __all__ = [
     "geometric_mechanism",
     "grid_granularity",
     "grid_laplace",
+    "grid_capacity",
+    "GRID_EXACT_UNITS",
     "grid_scale",
     "GridNoise",
     "MAX_SCALE",
@@ -1199,6 +1201,28 @@ def grid_scale(
         return math.inf, math.inf  # a grid beyond the double range: the sampler refuses it
     eff = _up(_exact(sensitivity) + Fraction(int(max_changed)) * Fraction(max_step))
     return eff, (noise_scale(eff, epsilon) if math.isfinite(eff) else math.inf)
+
+
+#: Grid units below which a value on a power-of-two grid is an exact double (callers that round
+#: exact sums onto the grid themselves, :func:`round_dyadic`, stay below it).
+GRID_EXACT_UNITS = float(2**53)
+
+
+def grid_capacity(
+    sensitivity: float, max_changed: int, units: float = GRID_MAX_UNITS
+) -> tuple[float, float]:
+    """``(γ, limit)``: :func:`grid_laplace`'s grid step for (sensitivity, ``max_changed``) and
+    the largest |value| a caller may hand it, ``units`` grid units less a margin of 2^-20
+    (``units``: :data:`GRID_MAX_UNITS`, or :data:`GRID_EXACT_UNITS` for values rounded exactly
+    onto the grid). Public inputs only: mechanisms compare a public bound on their values
+    (records × the largest weight) with it before spending budget.
+
+    >>> gamma, limit = grid_capacity(1.0, 1)
+    >>> gamma, limit == 2.0**62 * gamma * (1 - 2.0**-20)
+    (0.0009765625, True)
+    """
+    gamma = float(grid_granularity(sensitivity, max(1, int(max_changed))))
+    return gamma, units * gamma * (1.0 - 2.0**-20)
 
 
 def grid_laplace(

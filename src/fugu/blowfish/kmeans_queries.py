@@ -29,7 +29,14 @@ from ..errors import (
     InvalidParameterError,
     PolicyError,
 )
-from ..noise import RandomSource, geometric_mechanism, grid_laplace
+from ..noise import (
+    GRID_EXACT_UNITS,
+    RandomSource,
+    geometric_mechanism,
+    grid_capacity,
+    grid_granularity,
+    grid_laplace,
+)
 from .kmeans_grid import (
     KMeansGrid,
     SecretGraph,
@@ -311,10 +318,14 @@ def release_iteration(
 def sum_grid(grid: KMeansGrid, k: int, sens_sum: float) -> float:
     """The noise grid step of q_sum (public): what :func:`release_iteration`'s
     ``grid_laplace(..., max_changed=2d)`` uses for k·d sums."""
-    from ..noise import grid_granularity
+    return float(grid_granularity(sens_sum, _sum_changed(grid, k)))
 
+
+def _sum_changed(grid: KMeansGrid, k: int) -> int:
+    """How many of the k·d sums one neighbour changes (a point leaves one cluster for another:
+    2d), as :func:`release_iteration` tells :func:`~fugu.noise.grid_laplace`."""
     d = grid.dim
-    return float(grid_granularity(sens_sum, max(1, min(2 * d, k * d))))
+    return max(1, min(2 * d, k * d))
 
 
 def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
@@ -327,8 +338,8 @@ def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
     Privelet's does."""
     if sens_sum <= 0:
         return
-    gamma = sum_grid(grid, k, sens_sum)
-    limit = 2.0**53 * gamma * (1.0 - 2.0**-20)  # exact doubles on the grid (exact_centred_sums)
+    # exact doubles on the grid (exact_centred_sums rounds the sums onto it)
+    gamma, limit = grid_capacity(sens_sum, _sum_changed(grid, k), GRID_EXACT_UNITS)
     reach = float(np.max(np.abs(grid.high - grid.low))) / 2.0
     if float(n) * reach > limit:
         raise InvalidParameterError(

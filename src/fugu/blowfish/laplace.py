@@ -41,9 +41,11 @@ from ..errors import InvalidParameterError, InvalidTypeError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import guarantee, start
 from ..noise import (
+    GRID_EXACT_UNITS,
     RandomSource,
     discrete_laplace_variance,
     geometric_mechanism,
+    grid_capacity,
     grid_granularity,
     grid_laplace,
     round_dyadic,
@@ -292,9 +294,8 @@ def _check_grid_range(w: NDArray[np.float64], sens: float, hist: Histogram) -> N
     raised; fugu hands it answers rounded exactly to the grid, exact doubles up to 2^53 units).
     ``|answer_i| <= n · max_x |W[i, x]|`` and the grid depends only on (sensitivity, m), so the
     check uses only the number of records, as Privelet's does."""
-    m = int(w.shape[0])
-    gamma = float(grid_granularity(sens, max(1, m)))
-    limit = 2.0**53 * gamma * (1.0 - 2.0**-20)  # the answers on the grid are exact doubles
+    # the answers are rounded exactly onto the grid: exact doubles below 2^53 grid units
+    gamma, limit = grid_capacity(sens, int(w.shape[0]), GRID_EXACT_UNITS)
     n = float(hist.counts.sum())
     top = float(np.max(np.abs(w), initial=0.0))
     if n * top > limit:

@@ -59,7 +59,7 @@ from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import check_neighbours, guarantee, start, total_is_public
-from ..noise import GRID_MAX_UNITS, GridNoise, RandomSource, grid_granularity, grid_laplace
+from ..noise import GridNoise, RandomSource, grid_capacity, grid_laplace
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta
@@ -357,8 +357,7 @@ def check_grid_range(hist: Histogram, sens: float, max_changed: int, n_coef: int
     """
     if sens <= 0:
         return
-    gamma = float(grid_granularity(sens, max(1, min(int(max_changed), int(n_coef)))))
-    limit = GRID_MAX_UNITS * gamma * (1.0 - 2.0**-20)
+    gamma, limit = grid_capacity(sens, min(int(max_changed), int(n_coef)))
     total = float(np.abs(np.asarray(hist.counts, dtype=np.float64)).sum())
     if total > limit:
         raise InvalidParameterError(
