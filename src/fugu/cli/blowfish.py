@@ -10,14 +10,17 @@ import click
 from ..errors import InvalidParameterError
 from ._common import (
     MechanismEntry,
+    bool_option,
     domain_options,
     emit,
+    float_option,
+    int_option,
     load_domain,
     parse_where,
+    parse_workload,
     register_mechanism,
     table,
 )
-from .central import bool_option, float_option, int_option, parse_workload
 
 
 def release_policy(spec: Any, domain: Any, neighbours: str | None) -> Any:

@@ -3,56 +3,22 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import click
 
-from ..errors import InvalidParameterError
 from ._common import (
     MechanismEntry,
+    bool_option,
     domain_options,
     emit,
+    int_option,
     load_domain,
+    parse_workload,
     refuse_unused,
     register_mechanism,
     table,
 )
-
-
-def bool_option(options: dict[str, Any], key: str, default: bool) -> bool:
-    """The ``-o key=true|false`` option (``1`` / ``0`` too); any other value is refused, never
-    read as true because it is not empty (``-o consistency=2``)."""
-    v = options.get(key, default)
-    if isinstance(v, str) and v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    if isinstance(v, bool | int) and v in (0, 1):
-        return bool(v)
-    raise InvalidParameterError(f"option {key} must be true or false, got {v!r}")
-
-
-def int_option(options: dict[str, Any], key: str, hint: str = "") -> int | None:
-    """The integer option ``-o key=N`` (None when absent or empty). A fractional or non-number
-    value is refused: ``int()`` would truncate ``-o fanout=2.9`` to 2 silently."""
-    v = options.get(key)
-    if v is None or v == "":
-        return None
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InvalidParameterError(f"option {key} must be an integer, got {v!r}{hint}")
-    return v
-
-
-def float_option(options: dict[str, Any], key: str) -> float | None:
-    """The number option ``-o key=x`` (None when absent); ``true`` / text are refused."""
-    v = options.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise InvalidParameterError(f"option {key} must be a number, got {v!r}")
-    return float(v)
 
 
 def _hierarchical(
@@ -165,48 +131,6 @@ register_mechanism(
         options=("plain",),
     )
 )
-
-
-def parse_workload(spec: str, dom: Any, seed: int | None, option: str = "--workload") -> Any:
-    """``random:N[:K1-K2]`` (seeded) or a JSON file of queries, for ``option``."""
-    from ..queries import RangeQuery, Workload, random_workload
-
-    if spec.startswith("random"):
-        parts = spec.split(":")
-        try:
-            if parts[0] != "random" or len(parts) > 3:  # nothing is ignored
-                raise ValueError(spec)
-            n = int(parts[1]) if len(parts) > 1 and parts[1] else 1000
-            if len(parts) > 2:
-                lo, _, hi = parts[2].partition("-")
-                k: int | tuple[int, int] = (int(lo), int(hi or lo))
-            else:
-                k = (1, dom.ndim)
-        except ValueError:
-            raise InvalidParameterError(
-                f"{option} {spec!r}: write random:N or random:N:K1-K2 (predicates per query)"
-            ) from None
-        return random_workload(dom, n, n_predicates=k, seed=seed)
-    path = Path(spec)
-    if not path.exists():
-        raise InvalidParameterError(
-            f"{option} {spec!r} is neither 'random:N[:K1-K2]' nor an existing JSON file of queries"
-        )
-    try:
-        items = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise InvalidParameterError(f"--workload {spec!r} is not valid JSON ({exc})") from None
-    if not isinstance(items, list) or not all(isinstance(q, dict) for q in items):
-        raise InvalidParameterError(
-            f"--workload {spec!r} must hold a JSON list of queries like "
-            f'[{{"age": [20, 29], "sex": "Male"}}]'
-        )
-    return Workload(
-        [
-            RangeQuery({k: tuple(v) if isinstance(v, list) else v for k, v in q.items()})
-            for q in items
-        ]
-    )
 
 
 def register(cli: click.Group) -> None:
