@@ -65,6 +65,7 @@ from .errors import (
     InvalidParameterError,
     LedgerError,
     check_epsilon,
+    short_repr,
 )
 
 __all__ = [
@@ -744,10 +745,10 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _check_delta(value: Any, name: str, bad: Any) -> float:
     """δ of an (ε, δ) guarantee: a number in [0, 1) (0: pure ε-DP)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad(f"{name} must be a number in [0, 1), got {_short(value)}")
+        raise bad(f"{name} must be a number in [0, 1), got {short_repr(value)}")
     v = _as_float(value)
     if not (math.isfinite(v) and 0 <= v < 1):
-        raise bad(f"{name} must be a number in [0, 1) (0 for pure ε-DP), got {_short(value)}")
+        raise bad(f"{name} must be a number in [0, 1) (0 for pure ε-DP), got {short_repr(value)}")
     return v
 
 
@@ -759,19 +760,14 @@ def _as_float(value: int | float) -> float:
         return math.inf if value > 0 else -math.inf
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
-
-
 def _check_number(value: Any, name: str, bad: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad(f"{name} must be a number, got {_short(value)}")
+        raise bad(f"{name} must be a number, got {short_repr(value)}")
     v = _as_float(value)
     if not math.isfinite(v) or v <= 0:
-        raise bad(f"{name} must be a finite number > 0, got {_short(value)}")
+        raise bad(f"{name} must be a finite number > 0, got {short_repr(value)}")
     if v > 1000:
-        raise bad(f"{name} is {_short(value)}, above the largest epsilon fugu accepts (1000)")
+        raise bad(f"{name} is {short_repr(value)}, above the largest epsilon fugu accepts (1000)")
     return v
 
 

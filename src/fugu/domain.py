@@ -33,7 +33,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .errors import DomainError, DomainTooLargeError, InvalidParameterError, InvalidTypeError
+from .errors import (
+    DomainError,
+    DomainTooLargeError,
+    InvalidParameterError,
+    InvalidTypeError,
+    short_repr,
+)
 
 __all__ = [
     "Attribute",
@@ -333,24 +339,10 @@ def check_out_of_domain(policy: Any) -> OutOfDomainPolicy:
     return policy  # type: ignore[no-any-return]
 
 
-def _shown(value: Any, limit: int = 40) -> str:
-    """``repr(value)`` cut to ``limit`` characters: an error quotes a few bad values, and one
-    value can be huge (a CSV quote left open makes the rest of the file one field).
-
-    >>> print(_shown("a" * 100))
-    'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (100 characters)
-    """
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    size = f" ({len(value)} characters)" if isinstance(value, str | bytes) else ""
-    return text[: limit - 2] + "..." + size
-
-
 def _out_of_domain_error(
     name: str, bad: np.ndarray, n_bad: int, n: int, allowed: str
 ) -> DomainError:
-    examples = ", ".join(_shown(v.item() if hasattr(v, "item") else v) for v in bad[:5])
+    examples = ", ".join(short_repr(v.item() if hasattr(v, "item") else v) for v in bad[:5])
     return DomainError(
         f"attribute {name!r}: {n_bad} of {n} values lie outside the domain ({allowed}), e.g. "
         f"{examples}; fix the data or the domain, or pass out_of_domain='clip' (ordinal only) or "
@@ -458,8 +450,8 @@ class Ordinal:
             except (TypeError, ValueError):
                 raise DomainError(
                     f"attribute {self.name!r} is ordinal but got non-numeric values such as "
-                    f"[{', '.join(map(_shown, _non_numeric_examples(arr)))}]; declare it Nominal "
-                    f"or convert the column"
+                    f"[{', '.join(map(short_repr, _non_numeric_examples(arr)))}]; declare it "
+                    f"Nominal or convert the column"
                 ) from None
         if arr.dtype.kind == "b":
             arr = arr.astype(np.int64)

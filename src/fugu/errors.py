@@ -73,6 +73,23 @@ MIN_EPSILON = 2.0**-52
 MAX_EPSILON = 1000.0
 
 
+def short_repr(value: object, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages: they quote bad values,
+    and one value can be huge (a CSV quote left open makes the rest of the file one field; a
+    ledger file may hold a 400-digit number).
+
+    >>> print(short_repr("a" * 100))
+    'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (100 characters)
+    >>> print(short_repr(10**60))
+    10000000000000000000000000000000000000... (61 characters)
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[: limit - 2]}... ({size} characters)"
+
+
 def check_epsilon(epsilon: object, name: str = "epsilon") -> float:
     """Return ``epsilon`` as a float after checking it is a finite number in
     ``[MIN_EPSILON, MAX_EPSILON]`` = ``[2**-52, 1000]``.
