@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
 
-from ._common import emit, is_tty, load_histogram, quiet_requested, refuse_unused
+from ._common import (
+    emit,
+    is_tty,
+    load_histogram,
+    quiet_requested,
+    refuse_overwriting,
+    refuse_unused,
+)
 
 __all__ = ["register"]
 
@@ -25,17 +31,6 @@ def _truth_loader(data: str | None, engine: str | None, out_of_domain: str, sql:
         return cache[key]
 
     return truth
-
-
-def _refuse_overwriting(out: str, inputs: dict[str, str]) -> None:
-    """Refuse an --out that is one of the inputs (``inputs``: path -> what it is)."""
-    for path, what in inputs.items():
-        same = os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path)
-        if same or os.path.abspath(out) == os.path.abspath(path):
-            raise click.BadParameter(
-                f"{out!r} is {what}: the report would overwrite it; choose another file",
-                param_hint="'--out'",
-            )
 
 
 @click.command("report")
@@ -113,10 +108,10 @@ def report_cmd(
             {"engine": "--engine", "out_of_domain": "--out-of-domain"},
             "without --data or --sql (they say how to read the true data)",
         )
-    inputs = {p: "a release being reported" for p in releases}
+    inputs = [("a release being reported", p) for p in releases]
     if data is not None and data != "adult":
-        inputs[data] = "the --data file"
-    _refuse_overwriting(out, inputs)
+        inputs.append(("the data file (--data)", data))
+    refuse_overwriting(out, "--out", inputs)
     loaded = [(click.format_filename(p), Release.load(p)) for p in releases]
     path = write_release_report(
         loaded,
