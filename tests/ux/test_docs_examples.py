@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 import pytest
+from docs_blocks import SKIP, Block, blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -37,38 +38,6 @@ DOCS = ROOT / "docs"
 SITE_PAGES = {"index.md", "cli.md", "security.md", "benchmarks.md"}
 MODEL_PAGES = sorted(p.name for p in DOCS.glob("*.md") if p.name not in SITE_PAGES)
 ALL_PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("tutorials/*.md"))]
-
-_FENCE = re.compile(r"^( *)```(\S*)\s*$")
-_SKIP = re.compile(r"<!--\s*docs-test:\s*skip\s*\((.+?)\)\s*-->")
-
-
-class Block:
-    def __init__(self, lang: str, text: str, line: int, skip: str | None) -> None:
-        self.lang, self.text, self.line, self.skip = lang, text, line, skip
-
-
-def blocks(path: Path) -> list[Block]:
-    """Every fenced code block (MyST directives excluded), with the skip reason marked above it."""
-    out: list[Block] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        indent, lang, start = len(m.group(1)), m.group(2), i + 1
-        prev = next((ln for ln in reversed(lines[:i]) if ln.strip()), "")
-        skip = _SKIP.search(prev)
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not lines[i].strip().startswith("```"):
-            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
-            i += 1
-        i += 1
-        if not lang.startswith("{"):
-            out.append(Block(lang, "\n".join(body), start, skip.group(1) if skip else None))
-    return out
 
 
 def python_blocks(page: str) -> list[Block]:
@@ -244,7 +213,7 @@ def test_skip_markers_are_found() -> None:
     marked = [b.skip for p in MODEL_PAGES for b in python_blocks(p) if b.skip]
     assert any("Spark" in r for r in marked)
     text = "<!-- docs-test: skip (needs a browser) -->\n```python\nx = 1\n```\n"
-    assert _SKIP.search(text.splitlines()[0]).group(1) == "needs a browser"  # type: ignore[union-attr]
+    assert SKIP.search(text.splitlines()[0]).group(1) == "needs a browser"  # type: ignore[union-attr]
 
 
 def test_every_documented_page_exists() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from docs_blocks import blocks
 
 from fugu.cli import cli, main
 
@@ -36,29 +37,6 @@ OTHER_PAGES = sorted(
     if str(p.relative_to(DOCS)) not in SITE_PAGES
 )
 SHELL = {"", "bash", "sh", "shell", "console"}
-_FENCE = re.compile(r"^( *)```(\S*)\s*$")
-
-
-def blocks(path: Path) -> list[tuple[str, str]]:
-    """(language, text) of every fenced code block, in order (MyST directives excluded)."""
-    out: list[tuple[str, str]] = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        indent, lang = len(m.group(1)), m.group(2)
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not lines[i].strip().startswith("```"):
-            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
-            i += 1
-        i += 1
-        if not lang.startswith("{"):
-            out.append((lang, "\n".join(body)))
-    return out
 
 
 def commands(text: str) -> list[str]:
@@ -155,7 +133,13 @@ def _fixtures(cwd: Path) -> None:
 
 def test_pages_found() -> None:
     assert (DOCS / "index.md").exists() and len(SITE_PAGES) >= 8
-    n = sum(len(commands(t)) for p in SITE_PAGES for lang, t in blocks(DOCS / p) if lang in SHELL)
+    n = sum(
+        len(commands(t))
+        for p in SITE_PAGES
+        for b in blocks(DOCS / p)
+        for t in [b.text]
+        if b.lang in SHELL
+    )
     assert n >= 25, f"only {n} commands found in the site pages"
 
 
@@ -177,7 +161,7 @@ def test_site_page_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("MPLBACKEND", "Agg")
     namespace: dict[str, object] = {"__name__": "__docs__"}
     ran = 0
-    for i, (lang, text) in enumerate(blocks(DOCS / page)):
+    for i, (lang, text) in enumerate((b.lang, b.text) for b in blocks(DOCS / page)):
         if lang == "python":
             exec(compile(text, f"{page}[block {i}]", "exec"), namespace)  # noqa: S102
             ran += 1
@@ -196,7 +180,7 @@ def test_model_page_commands_run(
     _ensure_all_commands()
     monkeypatch.chdir(tmp_path)
     _fixtures(tmp_path)
-    for lang, text in blocks(DOCS / page):
+    for lang, text in ((b.lang, b.text) for b in blocks(DOCS / page)):
         if lang in SHELL:
             for line in commands(text):
                 run_command(line, tmp_path)
