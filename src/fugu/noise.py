@@ -1212,7 +1212,7 @@ def grid_capacity(
     sensitivity: float, max_changed: int, units: float = GRID_MAX_UNITS
 ) -> tuple[float, float]:
     """``(γ, limit)``: :func:`grid_laplace`'s grid step for (sensitivity, ``max_changed``) and
-    the largest |value| a caller may hand it, ``units`` grid units less a margin of 2^-20
+    the largest absolute value a caller may hand it, ``units`` grid units less a margin of 2^-20
     (``units``: :data:`GRID_MAX_UNITS`, or :data:`GRID_EXACT_UNITS` for values rounded exactly
     onto the grid). Public inputs only: mechanisms compare a public bound on their values
     (records × the largest weight) with it before spending budget.
