@@ -259,32 +259,79 @@ def cli_errors() -> Iterator[None]:
 
 
 # -- domains and data ----------------------------------------------------------------------------
-def parse_attribute(spec: str) -> Ordinal | Nominal:
-    """``name:lo..hi`` (integers), ``name:edges=0|10|20`` (bins) or ``name:a|b|c`` (nominal)."""
+def parse_attribute(spec: str, option: str | None = None) -> Ordinal | Nominal:
+    """``name:lo..hi`` (integers), ``name:edges=0|10|20`` (bins) or ``name:a|b|c`` (nominal).
+
+    ``option`` (``"--attributes"``) is named in the errors. A nominal spec with an empty value
+    (``sex:F||M``, ``sex:F|M|``) is refused: an empty CSV field is a missing value in fugu
+    (refused when the data is read), so an empty category could never hold a record, and
+    dropping it silently would hide the typo.
+    """
+    where = f"{option} {spec!r}" if option else f"attribute spec {spec!r}"
     name, sep, rest = spec.partition(":")
     name = name.strip()
     if not sep:
         raise InvalidParameterError(
-            f"attribute {spec!r} needs a domain: 'age:0..99', 'gain:edges=0|100|1000' or 'sex:F|M' "
+            f"{where} needs a domain: 'age:0..99', 'gain:edges=0|100|1000' or 'sex:F|M' "
             f"(or give --domain FILE.json); fugu never infers a domain from the data, since its "
             f"min and max are private"
         )
     rest = rest.strip()
     if rest.startswith("edges="):
-        return Ordinal(name, edges=[float(x) for x in rest[6:].split("|")])
+        pieces = rest[6:].split("|")
+        try:
+            edges = [float(x) for x in pieces]
+        except ValueError:
+            bad = next(x for x in pieces if not _is_float(x))
+            raise InvalidParameterError(
+                f"{where}: bin edge {bad!r} is not a number; write the edges as increasing "
+                f"numbers separated by single '|', e.g. {name}:edges=0|100|1000"
+            ) from None
+        return Ordinal(name, edges=edges)
     m = _DASH_RANGE.match(rest)
     if m:
         raise InvalidParameterError(
-            f"attribute {spec!r}: write an integer range with two dots, {name}:{m[1]}..{m[2]} "
+            f"{where}: write an integer range with two dots, {name}:{m[1]}..{m[2]} "
             f"(a single '-' would make a nominal value {rest!r})"
         )
     if ".." in rest:
         lo, _, hi = rest.partition("..")
         try:
-            return Ordinal(name, int(lo), int(hi))
+            low, high = int(lo), int(hi)
         except ValueError:
-            raise InvalidParameterError(f"attribute {spec!r}: bounds must be integers") from None
-    return Nominal(name, [v for v in rest.split("|") if v])
+            raise InvalidParameterError(
+                f"{where}: bounds must be integers, e.g. {name}:0..99 (for other numbers "
+                f"give bins: {name}:edges=0|2.5|10)"
+            ) from None
+        if high < low:
+            raise InvalidParameterError(
+                f"{where}: the low bound {low} is above the high bound {high}; write "
+                f"{name}:{high}..{low}"
+            )
+        return Ordinal(name, low, high)
+    values = rest.split("|")
+    if not any(values):
+        raise InvalidParameterError(
+            f"{where}: {name} has no values; list them, e.g. {name}:F|M (or an integer range "
+            f"{name}:0..99)"
+        )
+    if "" in values:
+        kept = "|".join(v for v in values if v)
+        raise InvalidParameterError(
+            f"{where}: {name} has an empty value (a '|' at either end or two in a row); an "
+            f"empty field in a data file is a missing value, never a category, so remove the "
+            f"extra '|' ({name}:{kept}), or replace the empty fields in the data by a label "
+            f"(e.g. 'unknown') and list it"
+        )
+    return Nominal(name, values)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def load_domain(data: str, attributes: tuple[str, ...], domain_file: str | None) -> Domain:
@@ -296,12 +343,17 @@ def load_domain(data: str, attributes: tuple[str, ...], domain_file: str | None)
 
         if not names:
             return adult_domain()
-        return Domain([adult_attribute(n) if ":" not in n else parse_attribute(n) for n in names])
+        return Domain(
+            [
+                adult_attribute(n) if ":" not in n else parse_attribute(n, "--attributes")
+                for n in names
+            ]
+        )
     if not names:
         raise InvalidParameterError(
             "give --attributes 'name:domain,...' or --domain FILE.json for a data file"
         )
-    return Domain([parse_attribute(n) for n in _split_specs(attributes)])
+    return Domain([parse_attribute(n, "--attributes") for n in _split_specs(attributes)])
 
 
 def _split_specs(attributes: tuple[str, ...]) -> list[str]:
