@@ -82,3 +82,38 @@ def test_good_specs_still_parse() -> None:
     assert parse_attribute("age:3..3").size == 1
     assert parse_attribute("gain:edges=0|100|1000").size == 2
     assert isinstance(parse_attribute("age:0..99"), fugu.Ordinal)
+
+
+# -- 2. --head is honoured with --out (it was ignored without a word) ----------------------------
+def _release_args(out: Path) -> list[str]:
+    return [
+        "release", "--data", "adult", "-a", "sex,race", "--mechanism", "laplace",
+        "--epsilon", "1", "--seed", "1", "--out", str(out),
+    ]  # fmt: skip
+
+
+def test_release_head_with_out_prints_the_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, *_release_args(tmp_path / "r.npz"), "--head", "3")
+    assert code == 0
+    assert "written to" in out
+    assert "3 of 10 cells shown" in out  # before: no cells at all, --head ignored
+    code, out, _ = run(capsys, *_release_args(tmp_path / "s.npz"))
+    assert code == 0 and "cells shown" not in out and "noisy count" not in out  # default: quiet
+
+
+def test_ldp_aggregate_head_with_out_prints_the_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dom = fugu.Domain([fugu.Ordinal("v", 0, 9)])
+    reports = fugu.ldp.GRR(dom, 1.0).client(fugu.RandomSource(seed=1)).perturb({"v": [1] * 50})
+    path = reports.save(tmp_path / "r.jsonl")
+    code, out, _ = run(
+        capsys, "ldp", "aggregate", str(path), "--out", str(tmp_path / "rel.npz"), "--head", "4"
+    )
+    assert code == 0 and "release written to" in out
+    assert "4 of 10 cells shown" in out
+    # a negative --head printed no cell and said nothing; refused before any report is read
+    code, out, err = run(capsys, "ldp", "aggregate", str(path), "--head", "-1")
+    assert code != 0 and "--head" in err and "-1" in err

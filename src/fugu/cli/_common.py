@@ -529,12 +529,22 @@ def cells_records(rel: Any) -> list[dict[str, Any]] | None:
     return [dict(zip([*header[:-1], "count"], r, strict=True)) for r in rows]
 
 
+def head_given() -> bool:
+    """True when the running command's ``--head`` was given on the command line: with
+    ``--out`` the cells are then printed as well (``--head`` was ignored there, review 14)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or "head" not in ctx.params:
+        return False
+    return bool(explicit(ctx, "head"))
+
+
 def release_text(rel: Any, path: Any, ledger: str | None, *, head: int = 20) -> str:
-    """What a release command prints: the guarantee, then where it went or the released cells."""
+    """What a release command prints: the guarantee, then where it went and/or the released
+    cells (the first ``head``; with a saved release only when ``--head`` was given)."""
     lines = [rel.guarantee.describe()]
     if path:
         lines.append(f"written to {path}")
-    else:
+    if not path or head_given():  # --head with --out: the saved release's first cells too
         got = _cells(rel, head or None)
         if got is None:
             lines.append(f"released: {rel!r}")
@@ -544,8 +554,8 @@ def release_text(rel: Any, path: Any, ledger: str | None, *, head: int = 20) -> 
             lines.append(table(rows, header))
             if len(rows) < n:
                 lines.append(
-                    f"... {len(rows):,} of {n:,} cells shown: --head 0 shows all; --out FILE.npz "
-                    f"saves the release"
+                    f"... {len(rows):,} of {n:,} cells shown: --head 0 shows all"
+                    + ("" if path else "; --out FILE.npz saves the release")
                 )
     if ledger:
         lines.append(ledger_line(ledger))

@@ -19,6 +19,7 @@ from ._common import (
     check_option_keys,
     domain_options,
     emit,
+    head_given,
     ledger_line,
     ledger_option,
     load_domain,
@@ -372,10 +373,10 @@ def register(cli: click.Group) -> None:
     @ledger_option
     @click.option(
         "--head",
-        type=int,
+        type=click.IntRange(min=0),
         default=20,
         show_default=True,
-        help="Without --out: how many estimated cells to print (0: all).",
+        help="How many estimated cells to print (0: all); with --out only when given.",
     )
     @click.option("--quiet", "-q", is_flag=True, help="No progress bar over the report files.")
     @click.option("--json", "as_json", is_flag=True)
@@ -422,8 +423,8 @@ def register(cli: click.Group) -> None:
             ]
             if out:
                 lines.append(f"release written to {info['release']}")
-            else:
-                lines.append(_estimates_text(rel, head))
+            if not out or head_given():  # --head with --out: print the first cells too
+                lines.append(_estimates_text(rel, head, saved=bool(out)))
             if ledger:
                 lines.append(ledger_line(ledger))
             return "\n".join(lines)
@@ -515,17 +516,18 @@ def _estimates(rel: Any, limit: int | None) -> list[dict[str, Any]] | None:
     return cells_records(rel) if limit is None else None
 
 
-def _estimates_text(rel: Any, head: int = 20) -> str:
-    """The released estimates (head) when aggregate is not asked to save them."""
+def _estimates_text(rel: Any, head: int = 20, saved: bool = False) -> str:
+    """The released estimates (the first ``head``; ``saved``: the release was written)."""
     from ._common import _cells
 
     got = _cells(rel, head or None)
+    save = "" if saved else "; --out FILE.npz saves the release"
     if got is None:
-        return f"released: {rel!r} (use --out FILE.npz to save it)"
+        return f"released: {rel!r}" + ("" if saved else " (use --out FILE.npz to save it)")
     header, rows, n = got
     more = (
-        f"\n... {len(rows):,} of {n:,} cells shown; --out FILE.npz saves the release"
-        if (len(rows) < n)
+        f"\n... {len(rows):,} of {n:,} cells shown: --head 0 shows all{save}"
+        if len(rows) < n
         else ""
     )
     return table(rows, header) + more
