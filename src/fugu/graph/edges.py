@@ -4,7 +4,11 @@ A SNAP edge list is a text file with one edge per line (``u<TAB>v`` or ``u v``) 
 lines; collaboration graphs such as ca-GrQc list each undirected edge in both directions.
 :func:`read_edge_list` reads it as an **undirected simple graph**: ``u v`` and ``v u`` (and
 repeats) become one edge — this conversion is documented, not silent. Self-loops are refused
-unless ``self_loops="drop"``. Node ids become ints when every id parses as an int, else strings.
+unless ``self_loops="drop"``. Node ids become ints when every id is written as a canonical
+decimal integer (``0`` or ``-?[1-9][0-9]*``, ASCII digits), else they all stay strings: two
+spellings are never one node (``01``, ``+1``, ``1_0`` and ``1`` are four nodes). Merging them
+would make the graph depend on the other lines of the file — one non-numeric id elsewhere kept
+them apart — so two neighbouring files would not give neighbouring graphs.
 
 The node set is the set of ids that occur in some edge: it depends on the edges. Under edge
 privacy the node set is public (the edge-DP baselines use its size n), so add the public node set
@@ -13,6 +17,7 @@ to the graph (``G.add_nodes_from(...)``; the CLI's ``--nodes N``) before releasi
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -66,10 +71,7 @@ def read_edge_list(
         ) from None
     if raw.shape[0] == 0:
         raise EmptyDataError(f"edge list {str(p)!r} has no edges")
-    try:
-        ids: np.ndarray = raw.astype(np.int64)
-    except ValueError:
-        ids = raw
+    ids = _node_ids(raw)
     loops = ids[:, 0] == ids[:, 1]
     if loops.any():
         if self_loops == "error":
@@ -83,3 +85,25 @@ def read_edge_list(
     G = nx.Graph()
     G.add_edges_from(ids.tolist())
     return G
+
+
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*", re.ASCII)
+
+
+def _node_ids(raw: np.ndarray) -> np.ndarray:
+    """The ids as ints when every one is a canonical decimal integer, else the strings.
+
+    Canonical spellings map one-to-one onto ints, so the choice never merges two ids: the graph
+    read from a file with one more (or one fewer) line is the neighbour it should be whatever
+    the other lines hold.
+    """
+    try:
+        ids = raw.astype(np.int64)
+    except (ValueError, OverflowError):
+        ids = None
+    if ids is not None and bool(np.all(ids.astype(str) == raw)):
+        return ids  # the fast path: every id is the canonical spelling of its int64 value
+    flat = raw.reshape(-1).tolist()
+    if all(_CANONICAL_INT.fullmatch(s) for s in flat):  # beyond 64 bits: Python ints
+        return np.array([int(s) for s in flat], dtype=object).reshape(raw.shape)
+    return raw
