@@ -117,3 +117,47 @@ def test_ldp_aggregate_head_with_out_prints_the_cells(
     # a negative --head printed no cell and said nothing; refused before any report is read
     code, out, err = run(capsys, "ldp", "aggregate", str(path), "--head", "-1")
     assert code != 0 and "--head" in err and "-1" in err
+
+
+# -- 3. numbers on a binned attribute count whole bins: the CLI says which ------------------------
+# RangeQuery documents that numeric bounds on Ordinal(edges=...) select whole bins; 'fugu query
+# --where gain=0..100' printed "gain=0..100: <answer of [0, 100) and [100, 1000]>" with no word,
+# and 'gain=150' (one number) was refused as an unknown bin label.
+@pytest.fixture()
+def binned_release(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    data = _csv(tmp_path, "gain,sex\n5,F\n150,M\n900,F\n20,M\n")
+    out = tmp_path / "r.npz"
+    code, _, _ = run(
+        capsys, "release", "--data", str(data), "-a", "gain:edges=0|100|1000,sex:F|M",
+        "-m", "laplace", "-e", "1", "--seed", "1", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    ("where", "bins", "same_as"),
+    [
+        ("gain=0..100", "[0, 100) to [100, 1000]", "gain=[0, 100)..[100, 1000]"),
+        ("gain=150..900", "[100, 1000]", "gain=[100, 1000]"),
+        ("gain=150", "[100, 1000]", "gain=[100, 1000]"),
+    ],
+)
+def test_numeric_bounds_on_bins_name_the_bins(
+    binned_release: Path, capsys: pytest.CaptureFixture[str], where: str, bins: str, same_as: str
+) -> None:
+    code, out, err = run(capsys, "query", str(binned_release), "--where", where, "--json")
+    assert code == 0, err
+    assert f"counts whole bins: {bins}" in err
+    code2, out2, err2 = run(capsys, "query", str(binned_release), "--where", same_as, "--json")
+    assert code2 == 0 and "whole bins" not in err2  # bin labels need no notice
+    import json
+
+    assert json.loads(out)["answer"] == json.loads(out2)["answer"]
+
+
+def test_a_word_on_a_binned_attribute_lists_the_bins(
+    binned_release: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "query", str(binned_release), "--where", "gain=abc")
+    assert code != 0 and "'gain=abc'" in err and "[0, 100)" in err

@@ -196,6 +196,8 @@ def parse_where(text: str, domain: Domain | None = None, *, option: str = "--whe
                 param_hint=option,
             )
         return key, cond
+    if isinstance(attr, Ordinal) and attr.edges is not None:
+        return key, _whole_bins(text, key, attr, cond, option)
     if isinstance(attr, Ordinal) and attr.edges is None and attr.high is not None:
         if isinstance(cond, str) and re.fullmatch(r"-?\d+", cond.strip()):
             cond = int(cond)
@@ -222,6 +224,46 @@ def parse_where(text: str, domain: Domain | None = None, *, option: str = "--whe
         )
         return key, (c_lo, c_hi) if isinstance(cond, tuple) else c_lo
     return key, cond
+
+
+def _whole_bins(text: str, key: str, attr: Ordinal, cond: Any, option: str) -> Any:
+    """A numeric condition on a binned attribute, with a notice naming the bins it counts.
+
+    The release holds bins, not values, so numbers select every bin from the one holding the
+    low bound to the one holding the high bound (:class:`fugu.RangeQuery`); the answer is that
+    of the whole bins, which the notice says (the printed query still shows the numbers).
+    """
+    from ..queries import RangeQuery
+
+    if isinstance(cond, str):
+        labels = attr.labels
+        if cond in labels:
+            return cond
+        try:
+            cond = float(cond) if "." in cond or "e" in cond.lower() else int(cond)
+        except ValueError:
+            raise click.BadParameter(
+                f"{text!r}: {key} is binned; give a bin ({', '.join(labels[:4])}"
+                f"{', ...' if len(labels) > 4 else ''}), a number or a range lo..hi",
+                param_hint=option,
+            ) from None
+    bounds = cond if isinstance(cond, tuple) else (cond, cond)
+    if all(isinstance(b, str) for b in bounds):
+        return cond  # bin labels: whole bins by construction
+    from ..errors import FuguError
+
+    try:
+        b = RangeQuery({key: cond}).bounds(Domain([attr]))[0]
+    except FuguError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    first, last = attr.labels[int(b[0])], attr.labels[int(b[1]) - 1]
+    bins = first if first == last else f"{first} to {last}"
+    click.echo(
+        f"notice: {key} is binned, so {text.strip()} counts whole bins: {bins} (a release of a "
+        f"binned attribute holds bins, not values; name bins to make this explicit)",
+        err=True,
+    )
+    return cond
 
 
 _PY_TO_CLI = (
