@@ -165,9 +165,10 @@ class RecursiveParameters:
                 "entering X come from a solver and are certified to within tolerance·Δ̂, which "
                 "the noise then covers; 0 would leave solver error uncovered (default 0.01)"
             )
+        eps1, eps2 = fit_parts(eps, (eps * split, eps * (1 - split)))
         return cls(
-            eps * split,
-            eps * (1 - split),
+            eps1,
+            eps2,
             float(b),
             float(theta),
             float(mu),
@@ -178,7 +179,35 @@ class RecursiveParameters:
 
     @property
     def epsilon(self) -> float:
-        return self.epsilon1 + self.epsilon2
+        """ε1 + ε2 rounded up (the exact sum is at most the ε asked for, see :func:`fit_parts`)."""
+        from fractions import Fraction
+
+        exact = Fraction(self.epsilon1) + Fraction(self.epsilon2)
+        total = float(exact)
+        return total if Fraction(total) >= exact else math.nextafter(total, math.inf)
+
+
+def fit_parts(epsilon: float, parts: Sequence[float]) -> tuple[float, ...]:
+    """The ε parts of one release, each lowered by whole ulps until their *exact* sum is at most
+    ``epsilon``.
+
+    ``ε·split`` and ``ε·(1 − split)`` round to nearest, so they can add up to more than ε
+    (ε = 1, split = 0.1: 0.1 + 0.9 = 1 + 2.8e-17), and the two noises drawn with them would
+    spend that much more than the guarantee states. (The same rule as Blowfish's
+    ``_eps.fit_shares``; one shared copy below the mechanisms would be better.)
+
+    >>> a, b = fit_parts(1.0, (0.1, 1.0 * (1 - 0.1)))
+    >>> from fractions import Fraction
+    >>> Fraction(a) + Fraction(b) <= 1
+    True
+    """
+    from fractions import Fraction
+
+    out = [float(p) for p in parts]
+    target = Fraction(float(epsilon))
+    while sum((Fraction(p) for p in out), Fraction(0)) > target:
+        out = [math.nextafter(p, 0.0) if p > 0 else p for p in out]
+    return tuple(out)
 
 
 def check_epsilon_split(eps: float, split: float) -> None:
@@ -535,11 +564,14 @@ def answer(
         )
     if split_signed and not (0 < signed_share < 1):
         raise InvalidParameterError(f"signed_share must be in (0, 1), got {signed_share!r}")
-    shares = (signed_share, 1 - signed_share) if split_signed else (1.0,)
+    # the parts' ε add up to at most ε exactly (each part's ε1 + ε2 to at most its share)
+    part_eps = (
+        fit_parts(eps, (eps * signed_share, eps * (1 - signed_share))) if split_signed else (eps,)
+    )
     # every parameter is checked before the budget is charged and before the relation is read
     all_params = [
         RecursiveParameters.make(
-            eps * share,
+            part,
             beta=beta,
             theta=theta,
             mu=mu,
@@ -548,7 +580,7 @@ def answer(
             x_rule=x_rule,
             g_factor=g_factor,
         )
-        for share in shares
+        for part in part_eps
     ]
     label = (
         "count of tuples"
