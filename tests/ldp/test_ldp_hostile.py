@@ -362,3 +362,37 @@ def _exact_int(v: Any, lo: int, hi: int) -> int | None:
             return None
         return int(v) if lo <= int(v) <= hi else None
     return None
+
+
+# -- review 14: one unreadable JSON line is one malformed report, never the end of the file -------
+# A line holding an integer of over 4300 digits (ValueError from int()), arrays nested beyond the
+# recursion limit (RecursionError) or bytes that are not UTF-8 (UnicodeDecodeError) aborted
+# Reports.load, and with it the aggregation of every other report in the file: one hostile client
+# could block a release. Each is now counted as malformed.
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"seed": 1, "y": 1' + b"0" * 5000 + b"}",
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"seed": 1, "y": "\xff\xfe"}',
+    ],
+    ids=["huge-int", "deep-nesting", "not-utf8"],
+)
+def test_an_unreadable_jsonl_line_is_one_malformed_report(tmp_path: Path, line: bytes) -> None:
+    olh = ldp.OLH(DOM1, 1.0)
+    rep = olh.client(fugu.RandomSource(seed=1)).perturb(DATA1)
+    path = rep.save(tmp_path / "r.jsonl")
+    with open(path, "ab") as fh:
+        fh.write(line + b"\n")
+    agg = olh.aggregator_for(path)
+    assert agg.n_accepted == N
+    assert dict(agg.rejected) == {"malformed": 1}
+    clean = olh.aggregator().add(rep)
+    assert np.array_equal(agg.state["support"], clean.state["support"])
+
+
+def test_an_unreadable_jsonl_header_is_a_report_error(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"format": "\xff"}\n{"y": 1}\n')
+    with pytest.raises(ReportError, match="does not start with a fugu-ldp-reports header"):
+        ldp.Reports.load(path)

@@ -468,20 +468,16 @@ def _protocol_of(path: str) -> Any:
     """The protocol named by a report file's header, read without its reports when the header
     is in the schema metadata (Parquet, Arrow) or on the first line (JSON lines); any other
     file is read as ``fugu ldp aggregate`` reads it (with its errors)."""
-    import json
 
     from ..engines.ldp import read_header
     from ..ldp import Reports, protocol_from_header
-    from ..ldp.reports import _check_header
+    from ..ldp.reports import _check_header, _loads
 
     p = Path(path)
     header = read_header(p) if p.exists() else None
     if header is None and p.suffix.lower() in (".jsonl", ".json", ".ndjson") and p.exists():
-        with open(p, encoding="utf-8", errors="replace") as fh:
-            try:
-                header = json.loads(fh.readline())
-            except json.JSONDecodeError:
-                header = None
+        with open(p, "rb") as fh:
+            header = _loads(fh.readline())  # None when unreadable: Reports.load says why
     if not isinstance(header, dict) or header.get("format") is None:
         header = Reports.load(p).header()
     return protocol_from_header(_check_header(header))

@@ -300,23 +300,26 @@ class Reports:
                     f"ask the client to send it again"
                 ) from None
             return cls.from_arrow(table)
-        with open(p, encoding="utf-8") as fh:
-            first = fh.readline()
-            try:
-                header = _check_header(json.loads(first))
-            except (json.JSONDecodeError, TypeError):
+        # bytes, one line at a time: a line that is not UTF-8 or not JSON (or that JSON cannot
+        # hold: an integer of over 4300 digits, arrays nested beyond the recursion limit) is a
+        # malformed report, never the end of the whole file
+        with open(p, "rb") as fh:
+            first = _loads(fh.readline())
+            if first is None:
                 raise ReportError(
                     f"report file {str(p)!r} does not start with a fugu-ldp-reports header line"
-                ) from None
+                )
+            header = _check_header(first)
             if specs is None:
                 specs = protocol_from_header(header).report_columns()
             return cls.from_rows(header, (_loads(line) for line in fh if line.strip()), specs)
 
 
-def _loads(line: str) -> Any:
+def _loads(line: bytes | str) -> Any:
+    """One JSON line, or None when it cannot be read (counted as malformed)."""
     try:
         return json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, int digits
         return None
 
 
