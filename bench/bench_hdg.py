@@ -53,11 +53,15 @@ BASELINES = ["Uni", "MSW", "HIO", "LHIO", "CALM"]
 
 
 def true_answers(codes: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Exact counts, one vectorised pass over the records per query (restricted axes only)."""
+    """Exact counts, one vectorised pass over the records per query (restricted axes only).
+
+    An axis is skipped only when its interval holds every record's code (``lo = 0`` and ``hi``
+    above the largest code), so the answer never depends on the other queries of the batch.
+    """
     out = np.zeros(len(bounds))
-    shape = bounds[0, :, 1] if len(bounds) else None
+    above = codes.max(axis=0) + 1 if len(codes) else np.zeros(bounds.shape[1], dtype=np.int64)
     for i, b in enumerate(bounds):
-        r = np.flatnonzero((b[:, 0] > 0) | (b[:, 1] < shape)) if shape is not None else []
+        r = np.flatnonzero((b[:, 0] > 0) | (b[:, 1] < above))
         if len(r) == 0:
             out[i] = len(codes)
             continue
