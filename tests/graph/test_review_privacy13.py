@@ -137,3 +137,45 @@ def test_released_epsilons_fit_the_guarantee_and_the_ledger(
         assert len(seen) in (2, 4)
         assert spent <= Fraction(rel.guarantee.epsilon) <= 1
         assert spent <= Fraction(acct.spent)
+
+
+# == 3. refusals that depend on the data come before the budget is charged ========================
+@pytest.mark.parametrize(
+    ("value", "kw"),
+    [("n/a", {}), (float("nan"), {}), (-2.0, {}), (float("inf"), {"split_signed": True})],
+    ids=["not-a-number", "nan", "negative", "inf-signed"],
+)
+def test_answer_refuses_bad_weights_before_charging(value: Any, kw: dict[str, Any]) -> None:
+    """``answer(rel, "km")`` charged the accountant, then read the weights: one participant's
+    row with km = 'n/a' raised numpy's bare ``ValueError: could not convert string to float:
+    'n/a'`` (the private value, in an error raised after the budget was spent), and a NaN or
+    negative km was refused after spending as well, while the neighbour without that row
+    released. The weights are read and checked first; the refusal is a FuguError naming the
+    column, and nothing is charged."""
+    rows = [{"who": "ann", "km": 3.0}, {"who": "bob", "km": value}]
+    rel = fugu.graph.KRelation.from_records(rows, owners="who")
+    acct = fugu.Accountant(fugu.Budget(1.0, model="participant-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError) as info:
+        fugu.graph.answer(rel, "km", 1.0, rng=fugu.RandomSource(seed=0), accountant=acct, **kw)
+    assert "n/a" not in str(info.value)
+    assert acct.spent == 0.0
+
+
+def test_count_reads_the_graph_before_charging() -> None:
+    """``count(G, ..., node_predicate=...)`` charged the accountant before enumerating, so a
+    predicate that fails on some node's attributes (here a node without ``club``: a KeyError
+    from the caller's own code) failed after the budget was spent — on a graph whose neighbour
+    without that node released. The occurrences are enumerated first."""
+    G = nx.karate_club_graph()
+    del G.nodes[5]["club"]
+    acct = fugu.Accountant(fugu.Budget(1.0, model="node-dp"))
+    with pytest.raises(KeyError):
+        fugu.graph.count(
+            G,
+            "triangle",
+            1.0,
+            node_predicate=lambda a: a["club"] == "Officer",
+            rng=fugu.RandomSource(seed=0),
+            accountant=acct,
+        )
+    assert acct.spent == 0.0

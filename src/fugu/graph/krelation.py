@@ -736,15 +736,23 @@ class KRelation:
         n = len(rows)
         if weights is None:
             return np.ones(n)
-        if isinstance(weights, str):
-            i = self._index(weights)
-            return np.asarray([float(t[i]) for t in rows], dtype=np.float64)
-        if callable(weights):
-            return np.asarray(
-                [float(weights(dict(zip(self.columns, t, strict=True)))) for t in rows],
-                dtype=np.float64,
-            )
-        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        i = self._index(weights) if isinstance(weights, str) else -1
+        try:
+            if isinstance(weights, str):
+                return np.asarray([float(t[i]) for t in rows], dtype=np.float64)
+            if callable(weights):
+                return np.asarray(
+                    [float(weights(dict(zip(self.columns, t, strict=True)))) for t in rows],
+                    dtype=np.float64,
+                )
+            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            # the offending value is private data: the message names the weights, not the value
+            what = f"column {weights!r}" if isinstance(weights, str) else "weights"
+            raise InvalidParameterError(
+                f"the {what} of some tuple is not a number; q(t) must be a finite number >= 0 "
+                f"for every tuple (clean the data, or give a callable that maps each row to one)"
+            ) from None
         if w.size != n:
             raise InvalidParameterError(
                 f"weights has {w.size} entries for {n} tuples (in the order of .tuples())"

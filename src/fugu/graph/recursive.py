@@ -537,7 +537,7 @@ def answer(
         1.4-1.9x (see ``docs/graph.md``). Recorded in the guarantee's parameters.
     rng, accountant :
         Random source (secure by default); an accountant (model ``"participant-dp"``) charged ε
-        once, before the relation is read.
+        once, after the weights are read and checked (a refusal there charges nothing).
     nonnegative : bool
         Clamp the released value at 0 (post-processing, recorded in the guarantee). Not with
         ``split_signed`` (a signed sum can be negative).
@@ -587,12 +587,13 @@ def answer(
         if weights is None
         else (f"sum of {weights}" if isinstance(weights, str) else "weighted sum")
     )
-    eps_total, source = start(
-        eps, rng, accountant, f"recursive mechanism: {label}", model="participant-dp"
-    )
+    # The weights are data: read and checked before anything is charged, so a refusal (a value
+    # that is not a number, NaN, a negative weight) spends nothing and names no value.
     w = krelation._weights(weights)
     if not np.all(np.isfinite(w)):
-        raise InvalidParameterError("weights must be finite")
+        raise InvalidParameterError(
+            f"weights ({label}) must be finite; some tuple's weight is NaN or infinite"
+        )
     has_neg = bool(np.any(w < 0))
     if has_neg and not split_signed:
         raise InvalidParameterError(
@@ -600,6 +601,9 @@ def answer(
             "queries). Pass split_signed=True to answer the positive and negative parts as two "
             "releases that share epsilon"
         )
+    eps_total, source = start(
+        eps, rng, accountant, f"recursive mechanism: {label}", model="participant-dp"
+    )
     # the annotation form and its public clause bound come from the query plan, not the data
     form_info = {
         "annotation form": krelation.form,
@@ -1047,9 +1051,8 @@ def count(
 
     check_pattern(pattern, induced, unit)  # public: before anything is charged
     check_graph(G)  # a graph that cannot be counted is refused uncharged, as by the baselines
-    _, source = start(
-        params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model
-    )
+    # the occurrences are enumerated before anything is charged: an error there (a predicate
+    # that fails on some node's attributes) depends on the graph and must spend nothing
     rel, occ = pattern_relation(
         G,
         pattern,
@@ -1060,6 +1063,9 @@ def count(
         induced=induced,
     )
     ann = rel.compile()
+    _, source = start(
+        params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model
+    )
     x_hat, dh, scale, tr = recursive_mechanism(
         ann, params, source, method=method, progress=progress, lp_time_limit=lp_time_limit
     )
