@@ -396,3 +396,22 @@ def test_an_unreadable_jsonl_header_is_a_report_error(tmp_path: Path) -> None:
     path.write_bytes(b'{"format": "\xff"}\n{"y": 1}\n')
     with pytest.raises(ReportError, match="does not start with a fugu-ldp-reports header"):
         ldp.Reports.load(path)
+
+
+# -- review 14: a float report column (SW, MSW) holding an integer beyond the float range ---------
+# JSON "y": 1000...0 (400 digits) raised OverflowError in wire._object_scalars and aborted the
+# aggregation of every report; it is now one report "out of type range". (NaN and infinities
+# reach the protocol, whose _validate counts them "out of range", as before.)
+def test_float_columns_reject_integers_beyond_the_float_range(tmp_path: Path) -> None:
+    sw = ldp.SW(DOM1, 1.0)
+    rep = sw.client(fugu.RandomSource(seed=1)).perturb(DATA1)
+    path = rep.save(tmp_path / "r.jsonl")
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write('{"y": 1' + "0" * 400 + "}\n")
+        fh.write('{"y": NaN}\n{"y": Infinity}\n')
+    agg = sw.aggregator_for(path)
+    assert agg.n_accepted == N
+    assert dict(agg.rejected) == {"out of type range": 1, "out of range": 2}
+    cols, rejected = clean_batch({"y": "float"}, {"y": np.array([0.5, 10**400], dtype=object)})
+    assert cols["y"].tolist() == [0.5]
+    assert dict(rejected) == {"out of type range": 1}

@@ -13,7 +13,8 @@ counted under one reason:
     vector of another length, a boolean.
 ``"out of type range"``
     an integer the column's type cannot hold: an OLH seed below 0 or at least 2^32, a byte of a
-    bit vector above 255 or below 0, an integer beyond int64.
+    bit vector above 255 or below 0, an integer beyond int64 (or, in a float column, beyond the
+    float range).
 ``"out of range"``
     a well-typed value the protocol cannot have produced (a bucket ≥ g, a group that does not
     exist, a bit beyond the domain); decided by the protocol's ``_validate``.
@@ -97,7 +98,10 @@ def _object_scalars(items: np.ndarray, spec: str) -> tuple[np.ndarray, np.ndarra
         ):
             codes[i] = WRONG_TYPE
         elif spec == "float":
-            out[i] = float(v)
+            try:
+                out[i] = float(v)  # NaN / inf pass: the protocol's _validate rejects them
+            except OverflowError:  # a Python int beyond the float range
+                codes[i] = OUT_OF_TYPE
         elif isinstance(v, float | np.floating):
             x = float(v)
             if math.isnan(x):
