@@ -415,3 +415,52 @@ def test_float_columns_reject_integers_beyond_the_float_range(tmp_path: Path) ->
     cols, rejected = clean_batch({"y": "float"}, {"y": np.array([0.5, 10**400], dtype=object)})
     assert cols["y"].tolist() == [0.5]
     assert dict(rejected) == {"out of type range": 1}
+
+
+# -- review 14: a report header with fields of the wrong type is a ReportError naming the field ---
+# format_version / version "abc" raised a bare ValueError from int(), params [1] a TypeError,
+# protocol ["x"] "unhashable type", params without epsilon a KeyError, an unknown parameter a
+# TypeError from the constructor; "private": "false" was read as true (bool("false")), so
+# reports a seeded client marked not private gave a release claiming to be private.
+def _header_file(tmp_path: Path, change: Any) -> Path:
+    grr = ldp.GRR(DOM1, 1.0)
+    rep = grr.client(fugu.RandomSource(seed=1)).perturb(DATA1)
+    path = rep.save(tmp_path / "r.jsonl")
+    lines = path.read_text().splitlines()
+    import json
+
+    header = json.loads(lines[0])
+    change(header)
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda h: h.update(format_version="x"), "'format_version' must be an integer"),
+        (lambda h: h.update(version="abc"), "'version' must be an integer"),
+        (lambda h: h.update(version=True), "'version' must be an integer"),
+        (lambda h: h.update(params=[1]), "'params' must be an object"),
+        (lambda h: h.update(protocol=["x"]), "'protocol' must be a method name"),
+        (lambda h: h.update(private="false"), "'private' must be true or false"),
+        (lambda h: h["params"].pop("epsilon"), "params lack 'epsilon'"),
+        (lambda h: h["params"].update(foo=1), "do not describe the grr protocol"),
+        (lambda h: h["params"].update(epsilon=99), "params are not usable"),
+    ],
+)
+def test_bad_header_fields_are_report_errors(tmp_path: Path, change: Any, words: str) -> None:
+    path = _header_file(tmp_path, change)
+    with pytest.raises(ReportError, match=words):
+        ldp.GRR(DOM1, 1.0).aggregate(ldp.Reports.load(path))
+
+
+def test_bad_header_fields_fail_the_cli_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fugu.cli import main
+
+    path = _header_file(tmp_path, lambda h: h.update(version="abc"))
+    code = main(["ldp", "aggregate", str(path)])
+    out, err = capsys.readouterr()
+    assert code != 0 and "'version' must be an integer" in err and "Traceback" not in err

@@ -323,26 +323,65 @@ def _loads(line: bytes | str) -> Any:
         return None
 
 
+_HEADER_TYPES: dict[str, tuple[type, str]] = {
+    "format_version": (int, "an integer"),
+    "protocol": (str, "a method name such as 'olh'"),
+    "version": (int, "an integer"),
+    "params": (Mapping, "an object of parameters"),
+    "private": (bool, "true or false"),
+}
+
+
 def _check_header(header: Any) -> dict[str, Any]:
+    """``header`` as a dict after checking its fields' types: a report header comes from the
+    clients, so a wrong type is a :class:`~fugu.errors.ReportError` naming the field, never a
+    bare TypeError, nor a ``"private": "false"`` read as true."""
+    from ..errors import short_repr
+
     if not isinstance(header, Mapping) or header.get("format") != WIRE_FORMAT:
         raise ReportError(f"not a {WIRE_FORMAT} header: {str(header)[:120]!r}")
-    if int(header.get("format_version", 0)) > WIRE_VERSION:
+    for key in ("protocol", "version", "params"):
+        if key not in header:
+            raise ReportError(f"report header lacks {key!r}")
+    for key, (kind, what) in _HEADER_TYPES.items():
+        v = header.get(key)
+        if key in header and (not isinstance(v, kind) or (kind is int and isinstance(v, bool))):
+            raise ReportError(
+                f"report header field {key!r} must be {what}, got {short_repr(v)}; the reports "
+                f"were not written by a fugu client (or the file is damaged): ask for them again"
+            )
+    if header.get("format_version", 0) > WIRE_VERSION:
         raise ReportError(
             f"reports use wire format {header.get('format_version')}, this fugu reads up to "
             f"{WIRE_VERSION}; upgrade fugu"
         )
-    for key in ("protocol", "version", "params"):
-        if key not in header:
-            raise ReportError(f"report header lacks {key!r}")
     return dict(header)
 
 
 def protocol_from_header(header: Mapping[str, Any]) -> LDPProtocol:
     """Rebuild the protocol object (public parameters) named by a report header."""
+    from ..errors import FuguError, short_repr
     from .registry import METHODS
 
     name = header["protocol"]
-    cls = METHODS.get(name)
+    cls = METHODS.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ReportError(f"unknown LDP protocol {name!r}; known: {sorted(METHODS)}")
-    return cls.from_params(header["params"])
+        raise ReportError(f"unknown LDP protocol {short_repr(name)}; known: {sorted(METHODS)}")
+    params = header["params"]
+    if not isinstance(params, Mapping):
+        raise ReportError(f"report header params must be an object, got {short_repr(params)}")
+    missing = [k for k in ("epsilon", "domain") if k not in params]
+    if missing:
+        raise ReportError(
+            f"the {name} report header's params lack {' and '.join(map(repr, missing))}; the "
+            f"reports cannot be decoded without them: ask the client for its header"
+        )
+    try:
+        return cls.from_params(params)
+    except FuguError as exc:
+        raise ReportError(f"the {name} report header's params are not usable: {exc}") from None
+    except (TypeError, KeyError, ValueError) as exc:
+        raise ReportError(
+            f"the {name} report header's params {short_repr(sorted(params))} do not describe the "
+            f"{name} protocol ({type(exc).__name__}: {exc}); ask the client for its header"
+        ) from None
