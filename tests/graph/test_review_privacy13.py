@@ -179,3 +179,21 @@ def test_count_reads_the_graph_before_charging() -> None:
             accountant=acct,
         )
     assert acct.spent == 0.0
+
+
+def test_laplace_baseline_refuses_a_pattern_larger_than_n_before_charging() -> None:
+    """Under edge DP with n = 2 public nodes a triangle count is 0 on every graph, and its global
+    sensitivity came out 0: ``laplace_count`` charged the accountant and then the sampler
+    refused 'sensitivity must be finite and > 0, got 0' — the budget lost on a public
+    condition. Refused before the charge, like Karwa's and the smooth baseline's."""
+    acct = fugu.Accountant(fugu.Budget(1.0, model="edge-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="public node count"):
+        fugu.graph.laplace_count(
+            nx.path_graph(2),
+            "triangle",
+            1.0,
+            unit="edge",
+            rng=fugu.RandomSource(seed=0),
+            accountant=acct,
+        )
+    assert acct.spent == 0.0

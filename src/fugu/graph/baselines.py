@@ -60,7 +60,7 @@ def global_sensitivity(
                 "edge-DP global sensitivity needs the public number of nodes n >= 2"
             )
         if v > n:
-            return 0 if v > n else 1
+            return 0  # no copy fits in n nodes: the count is 0 on every graph
         falling = math.perm(n, v)
         num = falling * e
         den = _automorphisms(h) * math.comb(n, 2)
@@ -131,6 +131,12 @@ def laplace_count(
     name = pattern_name(pattern, k)
     gs = global_sensitivity(pattern, unit, n=G.number_of_nodes(), degree_bound=degree_bound, k=k)
     eps = check_epsilon(epsilon)
+    if gs == 0:  # public (n under edge DP): refused before anything is charged
+        raise InvalidParameterError(
+            f"the pattern has more nodes than the graph's public node count n = "
+            f"{G.number_of_nodes()}, so its count is 0 on every graph with this node set (no "
+            f"privacy needed, nothing to release)"
+        )
     if gs / eps > MAX_SCALE:  # public (n under edge DP, D under node DP): checked before charging
         raise InvalidParameterError(
             f"epsilon = {eps!r} with the global sensitivity {gs:.3g} makes the noise scale "
