@@ -197,3 +197,16 @@ def test_laplace_baseline_refuses_a_pattern_larger_than_n_before_charging() -> N
             accountant=acct,
         )
     assert acct.spent == 0.0
+
+
+def test_a_progress_callable_sees_the_kind_of_program_only() -> None:
+    """``count(..., progress=callable)`` handed the callable each program's full label,
+    ``G[29]≤1.822``: |P| − j (|P| private under node DP) and the cap θe^{jβ} of the search for
+    j, which the progress bar itself strips because they depend on the data. A callable (a
+    service's progress hook, a log) gets the same public part as the bar: G, H or X."""
+    seen: list[str] = []
+    fugu.graph.count(
+        nx.karate_club_graph(), "triangle", 1.0, rng=fugu.RandomSource(seed=1), progress=seen.append
+    )
+    assert seen
+    assert set(seen) <= {"G", "H", "X"}, seen[:3]

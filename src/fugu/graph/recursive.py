@@ -255,7 +255,14 @@ def _progress_callback(
     progress: bool | Callable[[str], None],
 ) -> tuple[Callable[[str], None] | None, Any]:
     if callable(progress):
-        return progress, None
+        hook = progress
+
+        def public(label: str) -> None:
+            # the kind of program only, as on the bar: its index (|P| − j) and the cap of the
+            # search for j depend on the private data
+            hook(label.split("[")[0])
+
+        return public, None
     if not progress:
         return None, None
     from tqdm import tqdm
@@ -972,8 +979,10 @@ def count(
         Only occurrences whose every node / edge satisfies the predicate are counted.
     induced : bool
         Count induced occurrences (node privacy and networkx patterns only).
-    progress : bool
-        Show a progress display (stderr) while the LPs run.
+    progress : bool or callable(str)
+        Show a progress display (stderr) while the LPs run, or call ``progress(kind)`` once per
+        program with its kind only (``"G"``, ``"H"`` or ``"X"``: the index and the cap of a
+        program depend on the private data).
     method, lp_time_limit :
         LP solver: ``"clarabel"`` (default; interior point on the sparse KKT system) or HiGHS
         through scipy (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``), and a per-LP time limit in
