@@ -205,3 +205,79 @@ def test_engine_style_partial_states(proto) -> None:
     assert agg.n_accepted == direct.n_accepted and agg.rejected == direct.rejected
     w = fugu.random_workload(proto.domain, 6, seed=4)
     np.testing.assert_allclose(agg.estimate().answer_many(w), direct.estimate().answer_many(w))
+
+
+# -- review 14: nothing absorbed twice ------------------------------------------------------------
+# Reports carry no identity, but a batch or file given twice, an aggregator merged with itself,
+# or two aggregators that absorbed the same batch were summed without a word: every report
+# counted twice (estimates doubled; the release said twice as many reports).
+def _grr_batch():
+    grr = fugu.ldp.GRR(DOM1, 1.0)
+    return grr, grr.client(fugu.RandomSource(seed=1)).perturb(_recs(DOM1, 200))
+
+
+def test_an_aggregator_cannot_merge_itself() -> None:
+    grr, rep = _grr_batch()
+    agg = grr.aggregator().add(rep)
+    with pytest.raises(ReportError, match="merge itself"):
+        agg.merge(agg)
+    assert agg.n_accepted == 200
+
+
+def test_the_same_batch_twice_is_refused() -> None:
+    grr, rep = _grr_batch()
+    with pytest.raises(ReportError, match="already absorbed"):
+        grr.aggregate([rep, rep])
+    agg = grr.aggregator().add(rep)
+    with pytest.raises(ReportError, match="already absorbed"):
+        agg.add(rep)
+    with pytest.raises(ReportError, match="already absorbed"):
+        grr.aggregator_for([rep, rep], engine="duckdb")
+    # two aggregators that share a batch
+    other = grr.aggregator().add(rep)
+    with pytest.raises(ReportError, match="count those reports twice"):
+        grr.aggregator().add(rep.take(np.arange(5))).merge(other).merge(grr.aggregator().add(rep))
+    # disjoint parts of one batch still merge
+    a = grr.aggregator().add(rep.take(np.arange(100)))
+    b = grr.aggregator().add(rep.take(np.arange(100, 200)))
+    assert a.merge(b).n_accepted == 200
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_the_same_file_twice_is_refused(tmp_path, suffix) -> None:
+    grr, rep = _grr_batch()
+    path = rep.save(tmp_path / f"r{suffix}")
+    link = tmp_path / f"link{suffix}"
+    link.symlink_to(path)
+    for engine in ("numpy", "duckdb"):
+        with pytest.raises(ReportError, match="already absorbed"):
+            grr.aggregate([path, str(tmp_path / "." / path.name)], engine=engine)
+        with pytest.raises(ReportError, match="already absorbed"):
+            grr.aggregate([path, link], engine=engine)
+        a = grr.aggregator_for(path, engine=engine)
+        with pytest.raises(ReportError, match="count those reports twice"):
+            a.merge(grr.aggregator_for(link, engine=engine))
+
+
+def test_a_pickled_aggregator_merges_by_its_counts() -> None:
+    import pickle
+
+    grr, rep = _grr_batch()
+    a = grr.aggregator().add(rep.take(np.arange(100)))
+    b = pickle.loads(pickle.dumps(grr.aggregator().add(rep.take(np.arange(100, 200)))))
+    assert a.merge(b).n_accepted == 200
+
+
+def test_cli_aggregate_refuses_a_file_named_twice(tmp_path, capsys) -> None:
+    from fugu.cli import main
+
+    grr, rep = _grr_batch()
+    path = rep.save(tmp_path / "r.jsonl")
+    ledger = tmp_path / "l.json"
+    assert main(["ledger", "init", str(ledger), "--total", "5", "--model", "ldp"]) == 0
+    for engine in ([], ["--engine", "duckdb"]):
+        for second in (str(path), str(tmp_path / "." / "r.jsonl")):
+            code = main(["ldp", "aggregate", str(path), second, "--ledger", str(ledger), *engine])
+            _, err = capsys.readouterr()
+            assert code != 0 and "named twice" in err
+    assert fugu.Accountant.load(ledger).spent == 0  # refused before the ledger is charged

@@ -401,6 +401,7 @@ def register(cli: click.Group) -> None:
         inputs = [("the budget ledger (--ledger)", ledger)]
         inputs += [("a reports file", r) for r in reports]
         refuse_overwriting(out, "--out", inputs, release=True)
+        _refuse_repeated_files(reports)
         with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
             if acct is not None:  # the spend must fit before any report is read
                 from ..ldp.checks import _charge_model
@@ -441,7 +442,8 @@ def register(cli: click.Group) -> None:
             batches = [Reports.load(p) for p in reports]
             proto = protocol_from_header(batches[0].header())
             agg = proto.aggregator()
-            for b in batches:
+            for p, b in zip(reports, batches, strict=True):
+                agg.note_file(p)  # a file named twice would count its reports twice
                 agg.add(b)
                 if bar is not None:
                     bar.update(1)
@@ -462,6 +464,23 @@ def register(cli: click.Group) -> None:
         if bar is not None:
             bar.close()
         return proto, agg
+
+
+def _refuse_repeated_files(reports: tuple[str, ...]) -> None:
+    """A report file named twice (or under two spellings, or through a link) would count its
+    reports twice: refused before any ledger or report is read."""
+    import os
+
+    seen: dict[str, str] = {}
+    for r in reports:
+        real = os.path.realpath(r)
+        if real in seen:
+            same = "" if seen[real] == r else f" (the same file as {seen[real]!r})"
+            raise click.BadParameter(
+                f"{r!r} is named twice{same}: its reports would count twice; name each file once",
+                param_hint="REPORTS",
+            )
+        seen[real] = r
 
 
 def _protocol_of(path: str) -> Any:

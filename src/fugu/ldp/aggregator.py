@@ -12,7 +12,9 @@ protocol's per-batch partial function with fixed keys: the engine knows no proto
 from __future__ import annotations
 
 import json
+import os
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -77,6 +79,14 @@ class Aggregator:
     ``state`` holds only what :meth:`LDPProtocol.support` derived from accepted reports (support
     counts), so two aggregators over disjoint partitions ``merge`` into exactly the aggregator
     over their union.
+
+    Reports carry no identity (that is what keeps users anonymous), so the aggregator cannot
+    tell a report sent twice from two equal reports. What it can tell, it refuses with
+    :class:`~fugu.errors.ReportError`, since every report would count twice: the same batch
+    object or the same report file (under any spelling or link) absorbed twice, an aggregator
+    merged with itself, or two aggregators that absorbed a common batch or file (within one
+    process; a pickled aggregator carries its counts only). Copies of a file, or overlapping
+    parts of a batch, are the caller's to avoid.
     """
 
     def __init__(self, protocol: LDPProtocol) -> None:
@@ -85,6 +95,41 @@ class Aggregator:
         self.n_accepted = 0
         self.rejected: Counter[str] = Counter()
         self.private = True
+        # what has been absorbed, to refuse absorbing it twice (every report would count twice):
+        # batches by identity (weak references: no batch is kept alive), files by real path
+        self._batches: dict[int, weakref.ref[Reports]] = {}
+        self._files: dict[str, str] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # batch identities and file paths mean nothing in another process (two servers may
+        # both hold a /srv/reports.jsonl): a pickled aggregator carries its counts only
+        return {k: v for k, v in self.__dict__.items() if k not in ("_batches", "_files")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._batches, self._files = {}, {}
+
+    def _note_batch(self, reports: Reports) -> None:
+        old = self._batches.get(id(reports))
+        if old is not None and old() is reports:
+            raise ReportError(
+                f"this batch of {reports.n:,} {reports.protocol} reports was already absorbed by "
+                f"this aggregator; absorbing it again would count every report twice (give each "
+                f"batch once; disjoint parts of one batch: Reports.take)"
+            )
+        self._batches[id(reports)] = weakref.ref(reports)
+
+    def note_file(self, path: str | Path) -> None:
+        """Record that the reports of file ``path`` are being absorbed; refuse a file (under
+        any spelling or link) absorbed before, whose reports would count twice."""
+        real = os.path.realpath(path)
+        if real in self._files:
+            raise ReportError(
+                f"report file {str(path)!r} was already absorbed by this aggregator"
+                + (f" (as {self._files[real]!r})" if self._files[real] != str(path) else "")
+                + "; absorbing it again would count every report twice: give each file once"
+            )
+        self._files[real] = str(path)
 
     @property
     def n_rejected(self) -> int:
@@ -128,6 +173,7 @@ class Aggregator:
         missing = [k for k in specs if k not in reports.columns]
         if missing:
             raise ReportError(f"{self.protocol.name} reports lack the column(s) {missing}")
+        self._note_batch(reports)
         if reports.malformed:
             self.rejected["malformed"] += reports.malformed
         self.rejected.update(reports.invalid)
@@ -158,10 +204,28 @@ class Aggregator:
 
     def merge(self, other: Aggregator) -> Aggregator:
         """Absorb another aggregator's state (disjoint partitions; in place; returns self)."""
+        if not isinstance(other, Aggregator):
+            raise InvalidTypeError(f"expected a fugu.ldp Aggregator, got {type(other).__name__}")
+        if other is self:
+            raise ReportError("an aggregator cannot merge itself: every report would count twice")
         if json.dumps(other.protocol.params()) != json.dumps(self.protocol.params()) or (
             other.protocol.name != self.protocol.name
         ):
             raise ReportError("cannot merge aggregators of different protocols or parameters")
+        both = [
+            ref() for k, ref in other._batches.items()
+            if k in self._batches and ref() is not None and self._batches[k]() is ref()
+        ]  # fmt: skip
+        files = sorted(set(self._files) & set(other._files))
+        if both or files:
+            what = f"the file(s) {[other._files[f] for f in files]}" if files else (
+                f"{len(both)} batch(es) of reports")  # fmt: skip
+            raise ReportError(
+                f"both aggregators absorbed {what}: merging them would count those reports "
+                f"twice; merge aggregators of disjoint reports only"
+            )
+        self._batches.update(other._batches)
+        self._files.update(other._files)
         self.state = self.protocol.merge_state(self.state, other.state)
         self.n_accepted += other.n_accepted
         self.rejected += other.rejected
@@ -242,12 +306,9 @@ def absorb(
     (a new aggregator of ``protocol`` when None) on ``engine``, after checking its header."""
     from ..engines.ldp import read_header
 
-    if isinstance(item, str | Path) and Path(item).suffix.lower() in (
-        ".jsonl",
-        ".json",
-        ".ndjson",
-    ):
-        item = Reports.load(item)
+    path = item if isinstance(item, str | Path) else None
+    if path is not None and Path(path).suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        item = Reports.load(path)
     if isinstance(item, Reports):
         hdr: dict[str, Any] | None = item.header()
     else:
@@ -275,10 +336,13 @@ def absorb(
         agg = proto.aggregator()
     if stub is not None:
         agg._check_header(stub)
+    if path is not None:
+        agg.note_file(path)
     private = stub.private if stub is not None else True
     if isinstance(item, Reports):
         if engine == "numpy" and not opts:
             return agg.add(item)
+        agg._note_batch(item)
         if item.malformed:
             agg.rejected["malformed"] += item.malformed
         agg.rejected.update({k: v for k, v in item.invalid.items() if v})
