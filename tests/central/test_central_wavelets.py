@@ -176,3 +176,27 @@ def test_single_child_groups_cost_nothing() -> None:
     c = t.forward(np.array([1.0, 2, 3, 4]))
     only = int(np.flatnonzero(t.order == h.index("only"))[0])
     assert c[only] == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=hierarchies(), n=st.integers(1, 40), seed=st.integers(0, 2**31))
+def test_forward_exact_is_the_weighted_forward(h: Hierarchy, n: int, seed: int) -> None:
+    """hn_forward_exact's numerators over its denominators are W(c)·c (the float transform
+    times the weights) — as integers, in int64 and as Python integers alike."""
+    from fugu.central.wavelets import hn_forward_exact
+
+    ts: list[AxisTransform] = [HaarTransform(n)]
+    if any(len(h.children_index(i)) > 1 for i in range(len(h.nodes))):
+        ts.append(NominalTransform(h))
+    shape = tuple(t.n for t in ts)
+    x = np.random.default_rng(seed).integers(0, 1000, size=shape)
+    num, den = hn_forward_exact(x, ts)
+    assert num.dtype == np.int64
+    want = hn_forward(x.astype(float), ts) * hn_weights(ts)
+    got = num / (1 if den is None else den)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+    big = x.astype(object)  # the Python-integer path (huge counts or fan-outs)
+    for ax, t in enumerate(ts):
+        big = t.forward_exact(big, ax)
+    assert big.dtype == object
+    np.testing.assert_array_equal(big.astype(np.int64), num)

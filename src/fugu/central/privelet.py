@@ -27,13 +27,18 @@ cells). With an untransformed attribute the "base" coefficients are per-value ma
 are not public, and Δ = 2ρ as in the paper; under add/remove n is not public and Δ = ρ.
 
 Noise. Coefficients are real, so fugu rounds them to a power-of-two grid and adds exact discrete
-Laplace noise on that grid (:func:`fugu.noise.grid_laplace`), increasing the sensitivity by the
-rounding slack (``guarantee.parameters["effective_sensitivity"]``, at most Δ·(1 + 2⁻¹⁰)). The
-weights enter by rescaling: noise λ/W(c) on c is noise λ on W(c)·c, and the rescaled
+Laplace noise on that grid (as :func:`fugu.noise.grid_laplace` does), increasing the sensitivity
+by the rounding slack (``guarantee.parameters["effective_sensitivity"]``, at most Δ·(1 + 2⁻¹⁰)).
+The weights enter by rescaling: noise λ/W(c) on c is noise λ on W(c)·c, and the rescaled
 coefficients have plain L1 sensitivity Δ (the generalized sensitivity), so every coefficient
 shares one grid and one scale (this is DPComp's unnormalised form of the same mechanism);
-dividing by the public W(c) is post-processing. The privacy loss of any neighbouring pair is
-then at most ε exactly. Large cubes are noised in slabs with the same grid and scale.
+dividing by the public W(c) is post-processing. W(c)·c is computed exactly — an integer (Haar:
+the total or sum(left) − sum(right)) or an integer over the public denominator 2f − 2 per
+nominal axis (:func:`fugu.central.wavelets.hn_forward_exact`) — and rounded to the grid once
+(:func:`grid_units`): the slack covers that one rounding, not float error in the transform
+(which reached 128 grid steps at 2^47 records and lost up to 1.003ε, review 12). The privacy
+loss of any neighbouring pair is then at most ε exactly. Large cubes are noised in slabs with
+the same grid and scale.
 
 Error. A range query's noise variance is exactly 2λ² Π_i Σ_c a_i(c)² / W_i(c)², where a_i is the
 query's coefficient row on axis i after mean subtraction (:meth:`AxisTransform.adjoint`); the
@@ -59,7 +64,15 @@ from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import check_neighbours, guarantee, start, total_is_public
-from ..noise import GridNoise, RandomSource, grid_capacity, grid_laplace
+from ..noise import (
+    GRID_MAX_UNITS,
+    GridNoise,
+    RandomSource,
+    discrete_laplace,
+    grid_capacity,
+    grid_granularity,
+    grid_scale,
+)
 from ..queries import RangeQuery
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta
@@ -69,7 +82,7 @@ from .wavelets import (
     IdentityTransform,
     NominalTransform,
     generalized_sensitivity,
-    hn_forward,
+    hn_forward_exact,
     hn_inverse,
     hn_project,
     hn_weights,
@@ -290,36 +303,96 @@ def _max_changed(transforms: list[AxisTransform], delta: int) -> int:
 SLAB = 1 << 21
 
 
-def _noise_in_slabs(
-    coef: NDArray[np.float64], sens: float, eps: float, source: RandomSource, max_changed: int
-) -> GridNoise:
-    """Add grid Laplace noise (unit weights) to ``coef`` in place, slab by slab.
+def noise_grid(sens: float, max_changed: int, n_coef: int) -> tuple[int, float]:
+    """``(m, γ)``: the number of coefficients one neighbour can move (``max_changed``, capped
+    at ``n_coef``) and the power-of-two grid step for (sensitivity, m), as
+    :func:`fugu.noise.grid_laplace` chooses it. Public: no data."""
+    m = max(1, min(int(max_changed), int(n_coef)))
+    return m, float(grid_granularity(sens, m))
 
-    With unit weights, :func:`grid_laplace`'s grid and effective sensitivity depend only on
-    (sensitivity, ε, max_changed), so every slab gets the same grid and the same scale λ: the
-    slabs together are exactly one grid-Laplace release of the whole array (checked below).
+
+def grid_units(num: NDArray[Any], den: NDArray[Any] | None, gamma: float) -> NDArray[np.int64]:
+    """round(num / den / γ) (half to even, like ``np.rint``), exactly, as a flat int64 array.
+
+    ``num`` and ``den`` (broadcast against ``num``; None for 1) are the exact integer
+    numerators and denominators of the weighted coefficients (:func:`hn_forward_exact`) and
+    γ = 2^g a power of two: integer long division, one rounding. The caller has checked (before
+    spending budget) that every |num/den| is within the grid's 2^62 units.
+
+    >>> grid_units(np.array([1, 5, -7]), np.array([3, 2, 6]), 0.25).tolist()   # 4/3, 10, -14/3
+    [1, 10, -5]
     """
-    if not coef.flags.c_contiguous:  # pragma: no cover - the caller makes it contiguous
-        raise InvalidParameterError("internal error: coefficients must be C-contiguous")
-    flat = coef.reshape(-1)
-    info: GridNoise | None = None
-    # grid_laplace caps max_changed at the slab size: every slab must hold >= max_changed values
-    step = max(SLAB, max_changed)
-    cuts = list(range(0, flat.size, step)) + [flat.size]
-    if len(cuts) > 2 and cuts[-1] - cuts[-2] < max_changed:
-        del cuts[-2]
-    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-        part = flat[lo:hi]
-        noisy, part_info = grid_laplace(part, sens, eps, source, max_changed=max_changed)
-        if info is None:
-            info = part_info
-        elif part_info.effective_sensitivity != info.effective_sensitivity or (
-            part.size and float(part_info.granularity.flat[0]) != float(info.granularity.flat[0])
-        ):  # pragma: no cover - guards the argument above
-            raise InvalidParameterError("internal error: slabs got different noise grids")
-        flat[lo:hi] = noisy
-    assert info is not None
-    return info
+    g = math.frexp(gamma)[1] - 1
+    if gamma != math.ldexp(1.0, g):  # pragma: no cover - grids are powers of two
+        raise InvalidParameterError(f"internal error: grid step {gamma!r} is not a power of two")
+    shift = -g  # units = num / den · 2^shift
+    obj = num.dtype == object
+    if shift < 0 or (den is not None and not obj and int(np.max(den)) >= 2**40):
+        num = num.astype(object)
+        den = (np.ones(1, dtype=object) if den is None else den.astype(object)) << max(0, -shift)
+        shift, obj = max(0, shift), True
+    if den is None:
+        out = num.reshape(-1) * (1 << shift)
+        return np.asarray(out, dtype=np.int64)
+    full = np.broadcast_to(den, num.shape).reshape(-1)
+    flat = num.reshape(-1)
+    step = shift if obj else 62 - int(np.max(full)).bit_length()
+    result = np.empty(flat.size, dtype=np.int64)
+    chunk = flat.size if obj else SLAB
+    for lo in range(0, flat.size, max(1, chunk)):
+        n, d = flat[lo : lo + chunk], full[lo : lo + chunk]
+        q, r = n // d, n % d  # floor division: 0 <= r < d
+        left = shift
+        while left > 0:  # long division, ``step`` bits at a time (r·2^step stays below 2^62)
+            k = min(step, left)
+            r = r * (1 << k)
+            q = q * (1 << k) + r // d
+            r = r % d
+            left -= k
+        twice = 2 * r
+        up = np.asarray((twice > d) | ((twice == d) & (q % 2 == 1)), dtype=bool)
+        result[lo : lo + chunk] = np.asarray(np.where(up, q + 1, q), dtype=np.int64)
+    return result
+
+
+def add_grid_noise(
+    units: NDArray[np.int64],
+    sens: float,
+    eps: float,
+    source: RandomSource,
+    max_changed: int,
+    exact: Sequence[int] | NDArray[np.int64] = (),
+) -> tuple[NDArray[np.float64], GridNoise]:
+    """Discrete Laplace noise on the grid of :func:`noise_grid` for values already rounded
+    exactly to it (``units``, flat int64, the weighted coefficients in grid steps, L1
+    sensitivity ``sens``, at most ``max_changed`` of them move): what
+    :func:`fugu.noise.grid_laplace` draws (:func:`fugu.noise.grid_scale`: effective sensitivity
+    ``sens + m·γ``, scale λ = that / ε, both rounded up), with no float rounding of the values
+    before the noise. Noised in slabs of :data:`SLAB` (one grid and scale for all). ``exact``
+    holds flat indices of public coefficients (the all-base coefficient under replace-one):
+    their noise is drawn with the rest and discarded. Returns the noisy values (grid units
+    times γ, as doubles) and the grid record.
+    """
+    m, gamma = noise_grid(sens, max_changed, units.size)
+    eff, lam = grid_scale(sens, eps, m, gamma)
+    if units.size and not float(np.max(np.abs(units))) <= GRID_MAX_UNITS:  # pragma: no cover
+        # check_grid_range refused such histograms before the budget was spent
+        raise InvalidParameterError("internal error: a coefficient is beyond the noise grid")
+    scale = lam / gamma  # exact: γ is a power of two
+    out = np.empty(units.size, dtype=np.float64)
+    for lo in range(0, units.size, SLAB):
+        part = units[lo : lo + SLAB]
+        noise = discrete_laplace(scale, size=part.size, rng=source)
+        out[lo : lo + SLAB] = (part + noise).astype(np.float64) * gamma
+    idx = np.asarray(exact, dtype=np.int64)
+    out[idx] = units[idx].astype(np.float64) * gamma
+    info = GridNoise(
+        granularity=np.array([gamma]),
+        sensitivity=float(sens),
+        effective_sensitivity=eff,
+        scale=np.array([lam]),
+    )
+    return out, info
 
 
 def noise_coefficients(
@@ -330,17 +403,25 @@ def noise_coefficients(
     max_changed: int,
     exact: Sequence[int] | NDArray[np.int64] = (),
 ) -> GridNoise | None:
-    """Noise the weighted coefficients in place (L1 sensitivity ``sens``); keep ``exact`` exact.
-
-    ``exact`` holds flat indices of public coefficients (the all-base coefficient under
-    replace-one): their noise is drawn with the rest and discarded, so they are released
-    exactly. ``sens == 0`` (every coefficient public) draws nothing and returns None.
+    """Noise exact weighted coefficients in place (L1 sensitivity ``sens``); keep ``exact``
+    exact. ``coef`` must hold the exact values (integers, say: Haar's weighted coefficients):
+    they are rounded to the grid once, here. :func:`privelet` computes its coefficients exactly
+    with :func:`hn_forward_exact` and :func:`grid_units` instead. ``sens == 0`` (every
+    coefficient public) draws nothing and returns None.
     """
+    if sens <= 0:
+        return None
     flat = coef.reshape(-1)
-    idx = np.asarray(exact, dtype=np.int64)
-    keep = flat[idx].copy()
-    info = _noise_in_slabs(coef, sens, eps, source, max_changed) if sens > 0 else None
-    flat[idx] = keep
+    _, gamma = noise_grid(sens, max_changed, flat.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        units = np.rint(flat / gamma)
+    if flat.size and not np.max(np.abs(units)) <= GRID_MAX_UNITS:
+        raise InvalidParameterError(
+            f"coef: a coefficient is beyond the noise grid's 2**62 steps of {gamma:g} (the value "
+            "is not shown: it is private); check a public bound before spending budget"
+        )
+    noisy, info = add_grid_noise(units.astype(np.int64), sens, eps, source, max_changed, exact)
+    flat[:] = noisy
     return info
 
 
@@ -357,7 +438,7 @@ def check_grid_range(hist: Histogram, sens: float, max_changed: int, n_coef: int
     """
     if sens <= 0:
         return
-    gamma, limit = grid_capacity(sens, min(int(max_changed), int(n_coef)))
+    gamma, limit = grid_capacity(sens, noise_grid(sens, max_changed, n_coef)[0])
     total = float(np.abs(np.asarray(hist.counts, dtype=np.float64)).sum())
     if total > limit:
         raise InvalidParameterError(
@@ -422,26 +503,38 @@ def privelet(
     exact_base = public_base(transforms, neighbours, total_public)
     sens = coefficient_sensitivity(transforms, neighbours, total_public)
     n_coef = int(np.prod([t.n_coef for t in transforms]))
-    check_grid_range(hist, sens, _max_changed(transforms, delta), n_coef)
+    max_changed = _max_changed(transforms, delta)
+    check_grid_range(hist, sens, max_changed, n_coef)
     eps, source = start(epsilon, rng, accountant, "privelet cube", neighbours=neighbours)
-    coef = np.ascontiguousarray(hn_forward(hist.counts.astype(np.float64), transforms))
     weights = hn_weights(transforms)
     # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
     # the scaled coefficients have plain L1 sensitivity Δ, so one grid and one noise scale serve
-    # every coefficient; dividing by the public W(c) afterwards is post-processing.
-    coef *= weights
-    info = noise_coefficients(
-        coef, sens, eps, source, _max_changed(transforms, delta), [0] if exact_base else []
-    )
+    # every coefficient; dividing by the public W(c) afterwards is post-processing. W(c)·c is
+    # computed exactly (integer numerators over public denominators) and rounded to the grid
+    # once: float transforms erred by up to |W(c)·c|·2^-52, beyond the grid's slack for large n.
+    num, den = hn_forward_exact(hist.counts, transforms)
+    shape = num.shape
+    info: GridNoise | None = None
+    if sens > 0:
+        _, gamma = noise_grid(sens, max_changed, n_coef)
+        units = grid_units(num, den, gamma)
+        del num
+        noisy, info = add_grid_noise(
+            units, sens, eps, source, max_changed, [0] if exact_base else []
+        )
+        del units
+        coef = noisy.reshape(shape)
+    else:  # every coefficient is public (one cell): the total, exactly
+        coef = np.asarray(num, dtype=np.float64) / (1 if den is None else den)
     coef /= weights
     estimate = hn_inverse(hn_project(coef, transforms), transforms)
     del coef
     eff = info.effective_sensitivity if info is not None else 0.0
-    lam = eff / eps
-    if info is not None and info.granularity.size:
+    lam = float(info.scale[0]) if info is not None else 0.0
+    if info is not None:
         unit_var = float(info.variance().reshape(-1)[0])
     else:
-        unit_var = 2 * lam * lam
+        unit_var = 0.0
     kinds = {
         a.name: ("plain" if a.name in plain_names else t.kind)
         for a, t in zip(dom.attributes, transforms, strict=True)

@@ -12,7 +12,11 @@ Every transform works along one axis of an array, vectorised over the other axes
 * ``adjoint(q)``: for query rows ``q`` (shape ``(m, n)``), the coefficient rows ``a`` with
   ``q · inverse(project(c)) == a · c`` — used for exact variances;
 * ``weights`` (Privelet's W), ``P`` (generalized sensitivity factor), ``H`` (variance factor of
-  the paper's bound), ``max_changed`` (coefficients a unit change of one entry can move).
+  the paper's bound), ``max_changed`` (coefficients a unit change of one entry can move);
+* ``forward_exact(x, axis)``: the weighted coefficients W(c)·c of integer entries, exactly, as
+  integer numerators over the public ``denominators`` (W(c)·c = numerator / denominator), for
+  the noise step (:func:`hn_forward_exact`); ``growth`` bounds how much one record can move any
+  integer it computes, relative to its input.
 
 Haar (ordinal, ``n`` padded to ``m = 2^k`` with zero-count dummies): coefficient layout
 ``[c_0, level 1 (1 coef), level 2 (2 coefs), …, level k (m/2 coefs)]``; ``c_0`` is the mean of
@@ -36,6 +40,7 @@ has an identically zero coefficient; it carries no information and costs no budg
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +58,7 @@ __all__ = [
     "hn_inverse",
     "hn_project",
     "hn_weights",
+    "hn_forward_exact",
     "generalized_sensitivity",
 ]
 
@@ -69,6 +75,16 @@ class AxisTransform:
     P: float
     H: float
     max_changed: int
+    #: W(c)·c = forward_exact(x)[c] / denominators[c] (positive integers)
+    denominators: NDArray[np.int64]
+    #: one record moves every integer forward_exact computes by at most ``growth`` times its
+    #: largest move of the input
+    growth: int = 1
+
+    def forward_exact(self, x: NDArray[Any], axis: int = -1) -> NDArray[Any]:
+        """Integer numerators of the weighted coefficients W(c)·c of integer entries ``x``
+        (int64 or Python-int object arrays, kept in that dtype)."""
+        raise NotImplementedError
 
     def forward(self, x: NDArray[np.float64], axis: int = -1) -> FloatArray:
         raise NotImplementedError
@@ -103,9 +119,13 @@ class IdentityTransform(AxisTransform):
         self.P = 1.0
         self.H = float(self.n)
         self.max_changed = 1
+        self.denominators = np.ones(self.n, dtype=np.int64)
 
     def forward(self, x: NDArray[np.float64], axis: int = -1) -> FloatArray:
         return np.asarray(x, dtype=np.float64)
+
+    def forward_exact(self, x: NDArray[Any], axis: int = -1) -> NDArray[Any]:
+        return np.asarray(x)
 
     def inverse(self, c: NDArray[np.float64], axis: int = -1) -> FloatArray:
         return np.asarray(c, dtype=np.float64)
@@ -132,6 +152,31 @@ class HaarTransform(AxisTransform):
         self.P = 1.0 + self.k
         self.H = (2.0 + self.k) / 4.0
         self.max_changed = 1 + self.k
+        # W(c)·c is an integer: the total (c_0) or sum(left half) − sum(right half)
+        self.denominators = np.ones(self.m, dtype=np.int64)
+
+    def _sums(self, a: NDArray[Any]) -> NDArray[Any]:
+        """[total, then sum(left) − sum(right) per node] along the last axis, in a's dtype: the
+        weighted coefficients W(c)·c (c_0 = total/m, W = m; c = (sum_L − sum_R)/s, W = s)."""
+        cur = a
+        if self.m != self.n:
+            pad = np.zeros((*a.shape[:-1], self.m - self.n), dtype=a.dtype)
+            cur = np.concatenate([a, pad], axis=-1)
+        out = np.empty((*a.shape[:-1], self.m), dtype=a.dtype)
+        size = self.m
+        while size > 1:
+            pairs = cur.reshape(*cur.shape[:-1], size // 2, 2)
+            out[..., size // 2 : size] = pairs[..., 0] - pairs[..., 1]
+            cur = pairs[..., 0] + pairs[..., 1]
+            size //= 2
+        out[..., 0] = cur[..., 0]
+        return out
+
+    def forward_exact(self, x: NDArray[Any], axis: int = -1) -> NDArray[Any]:
+        a = np.moveaxis(np.asarray(x), axis, -1)
+        if a.shape[-1] != self.n:
+            raise DomainError(f"Haar transform of {self.n} entries got an axis of {a.shape[-1]}")
+        return np.moveaxis(self._sums(a), -1, axis)
 
     def forward(self, x: NDArray[np.float64], axis: int = -1) -> FloatArray:
         a = _last(x, axis)
@@ -167,18 +212,7 @@ class HaarTransform(AxisTransform):
         return np.moveaxis(cur[..., : self.n], -1, axis)
 
     def adjoint(self, q: NDArray[np.float64]) -> FloatArray:
-        a = np.asarray(q, dtype=np.float64)
-        cur = a
-        if self.m != self.n:
-            cur = np.concatenate([a, np.zeros((*a.shape[:-1], self.m - self.n))], axis=-1)
-        out = np.empty((*a.shape[:-1], self.m))
-        size = self.m
-        while size > 1:
-            pairs = cur.reshape(*cur.shape[:-1], size // 2, 2)
-            out[..., size // 2 : size] = pairs[..., 0] - pairs[..., 1]
-            cur = pairs[..., 0] + pairs[..., 1]
-            size //= 2
-        out[..., 0] = cur[..., 0]
+        out: FloatArray = self._sums(np.asarray(q, dtype=np.float64))
         return out
 
 
@@ -247,6 +281,24 @@ class NominalTransform(AxisTransform):
             extra = int(fan[s]) if branching[s] else 0
             changed[s] = changed[self.parent_slot[s]] + extra
         self.max_changed = int(changed[self.leaf_slot].max())
+        # W(c_N)·c_N = (f·v_N − v_parent) / (2f − 2) (f ≥ 2); v_N − v_parent = 0 when f = 1
+        self.multipliers = fan.astype(np.int64)
+        self.denominators = np.where(branching, 2 * self.multipliers - 2, 1).astype(np.int64)
+        self.denominators[0] = 1
+        # f·v_N is the largest integer computed: at most f times the input's move
+        self.growth = int(self.multipliers.max())
+
+    def forward_exact(self, x: NDArray[Any], axis: int = -1) -> NDArray[Any]:
+        a = np.moveaxis(np.asarray(x), axis, -1)
+        if a.shape[-1] != self.n:
+            raise DomainError(f"nominal transform of {self.n} entries got an axis of {a.shape[-1]}")
+        zero = np.zeros((*a.shape[:-1], 1), dtype=a.dtype)
+        cs = np.concatenate([zero, np.cumsum(a, axis=-1, dtype=a.dtype)], axis=-1)
+        v = cs[..., self.stops] - cs[..., self.starts]
+        c = v.copy()
+        mult = self.multipliers[1:] if a.dtype != object else self.multipliers[1:].astype(object)
+        c[..., 1:] = v[..., 1:] * mult - v[..., self.parent_slot[1:]]
+        return np.moveaxis(c, -1, axis)
 
     def _group_sum(self, a: FloatArray) -> FloatArray:
         return np.add.reduceat(a, self.group_starts, axis=-1)
@@ -311,6 +363,51 @@ def hn_forward(x: NDArray[np.float64], transforms: list[AxisTransform]) -> Float
         if not isinstance(t, IdentityTransform):
             out = t.forward(out, ax)
     return out
+
+
+#: int64 arithmetic is used while every integer stays below this; Python integers beyond.
+INT64_SAFE = 2**62
+
+
+def hn_forward_exact(
+    counts: NDArray[np.integer[Any]], transforms: list[AxisTransform]
+) -> tuple[NDArray[Any], NDArray[np.int64] | NDArray[Any] | None]:
+    """The weighted HN coefficients W(c)·c of integer counts, exactly: ``(numerators,
+    denominators)`` with W(c)·c = numerators / denominators, elementwise (denominators
+    broadcast against the numerators; None when all are 1, e.g. Haar and untransformed axes).
+
+    Integer arithmetic throughout (no float rounding: the noise step rounds once, to its grid):
+    int64 while ``n · Π growth`` and the largest denominator stay below 2^62, Python integers
+    (object arrays) beyond, which is slower but only needed for huge counts or fan-outs.
+
+    >>> h = HaarTransform(4)
+    >>> num, den = hn_forward_exact(np.array([3, 1, 0, 2]), [h])
+    >>> num.tolist(), den is None
+    ([6, 2, 2, -2], True)
+    """
+    x = np.asarray(counts)
+    if x.dtype.kind not in "iu":
+        raise DomainError(f"hn_forward_exact needs integer counts, got dtype {x.dtype}")
+    # an upper bound on n = Σ|x| (the float sum errs by far less than the 2^-30 margin)
+    n = float(np.abs(x).sum(dtype=np.float64)) * (1 + 2.0**-30) + 1 if x.size else 1.0
+    growth = 1
+    den_max = 1
+    for t in transforms:
+        growth *= int(t.growth)
+        den_max *= int(np.max(t.denominators))
+    small = n * growth < INT64_SAFE and den_max < INT64_SAFE
+    out = x.astype(np.int64) if small else x.astype(object)
+    den: NDArray[Any] | None = None
+    d = len(transforms)
+    for ax, t in enumerate(transforms):
+        if not isinstance(t, IdentityTransform):
+            out = t.forward_exact(out, ax)
+        if np.any(t.denominators != 1):
+            shape = [1] * d
+            shape[ax] = t.n_coef
+            per = t.denominators if small else t.denominators.astype(object)
+            den = per.reshape(shape) if den is None else den * per.reshape(shape)
+    return out, den
 
 
 def hn_project(c: NDArray[np.float64], transforms: list[AxisTransform]) -> FloatArray:
