@@ -302,3 +302,27 @@ def test_grid_units_rounds_exactly_half_to_even() -> None:
         assert PV.grid_units(num.astype(object), den.astype(object), gamma).tolist() == want
     whole = np.array([3, -5, 2**40])
     assert PV.grid_units(whole, None, 2.0**-13).tolist() == [3 * 2**13, -5 * 2**13, 2**53]
+
+
+# == 3. refusals before the budget is spent =====================================================
+def test_too_small_epsilon_is_refused_before_the_budget_is_spent() -> None:
+    """The sampler's scale is λ/γ in grid steps (γ ≈ 2^-13 here), 2^13 times the scale
+    start()'s ε check assumed (sensitivity 1): ε = 1e-13 passed that check, the accountant was
+    charged, and discrete_laplace refused the scale. Now refused first, naming the range."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 7)])
+    hist = fugu.Histogram(np.ones(8, dtype=int), dom)
+    acc = fugu.Accountant(1.0)
+    with pytest.raises(fugu.errors.InvalidParameterError, match=r"epsilon=1e-13 is too small"):
+        PV.privelet(hist, 1e-13, accountant=acc, rng=fugu.RandomSource(seed=0))
+    assert acc.spent == 0.0
+    # the smallest ε the check lets through is one the sampler accepts
+    ts = PV.privelet_transforms(dom, None)
+    sens = PV.coefficient_sensitivity(ts, "replace")
+    m, gamma = PV.noise_grid(sens, PV._max_changed(ts, 2), 8)
+    eff = NOISE.grid_scale(sens, 1.0, m, gamma)[0]
+    low = eff / (gamma * NOISE.MAX_SCALE)
+    rel = PV.privelet(hist, low, plain=None, accountant=acc, rng=fugu.RandomSource(seed=0))
+    assert rel.guarantee.epsilon == low and acc.spent == low
+    with pytest.raises(fugu.errors.InvalidParameterError, match="too small"):
+        PV.privelet(hist, float(np.nextafter(low, 0)), plain=None, accountant=acc)
+    assert acc.spent == low

@@ -63,9 +63,10 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_neighbours, guarantee, start, total_is_public
+from ..mechanism import check_epsilon_range, check_neighbours, guarantee, start, total_is_public
 from ..noise import (
     GRID_MAX_UNITS,
+    MAX_SCALE,
     GridNoise,
     RandomSource,
     discrete_laplace,
@@ -311,6 +312,18 @@ def noise_grid(sens: float, max_changed: int, n_coef: int) -> tuple[int, float]:
     return m, float(grid_granularity(sens, m))
 
 
+def smallest_epsilon(sens: float, max_changed: int, n_coef: int) -> float:
+    """The smallest ε whose noise scale in grid steps, λ/γ = noise_scale(eff, ε)/γ, stays
+    within the sampler's limit :data:`fugu.noise.MAX_SCALE` (exact: γ is a power of two, so
+    eff / (γ·2^52) is the exact bound and noise_scale rounds up to at most γ·2^52 from it).
+    Public; checked before the budget is spent. 0 when nothing is noised."""
+    if sens <= 0:
+        return 0.0
+    m, gamma = noise_grid(sens, max_changed, n_coef)
+    eff = grid_scale(sens, 1.0, m, gamma)[0]
+    return float(eff / (gamma * MAX_SCALE))
+
+
 def grid_units(num: NDArray[Any], den: NDArray[Any] | None, gamma: float) -> NDArray[np.int64]:
     """round(num / den / γ) (half to even, like ``np.rint``), exactly, as a flat int64 array.
 
@@ -505,6 +518,15 @@ def privelet(
     n_coef = int(np.prod([t.n_coef for t in transforms]))
     max_changed = _max_changed(transforms, delta)
     check_grid_range(hist, sens, max_changed, n_coef)
+    check_epsilon_range(
+        epsilon,
+        mechanism="privelet",
+        minimum=smallest_epsilon(sens, max_changed, n_coef),
+        why=(
+            "the noise scale in grid steps, effective sensitivity / (epsilon · grid step), "
+            "would exceed the sampler's limit 2**52"
+        ),
+    )
     eps, source = start(epsilon, rng, accountant, "privelet cube", neighbours=neighbours)
     weights = hn_weights(transforms)
     # Privelet's noise λ/W(c) on c is noise λ on W(c)·c (the unnormalised form DPComp uses):
