@@ -10,11 +10,16 @@ The data are the docs' table's (correlated Gaussian ρ = 0.5 and 0, correlated L
 c = 64, 100 queries per λ, ω = 0.5, release seeds 7, 8, ...). Run e.g.
 ``python bench/bench_lambda_blend.py --method TDG --eps 2 --seeds 8`` (about a minute per ε
 at n = 10^6).
+
+``--sources`` asks where a cell's error comes from instead: each λ-D estimator is re-run with
+parts of its 2 × 2 in/out tables replaced by the exact counts — the 1-D in-fractions, the 2-D
+(in, in) cells, or both — and the MAE of each variant is printed (same releases, same queries).
 """
 
 from __future__ import annotations
 
 import argparse
+from itertools import combinations
 
 import numpy as np
 
@@ -22,6 +27,7 @@ import fugu
 from bench_hdg import true_answers
 from fugu import ldp
 from fugu.datasets import correlated_gaussian, correlated_laplace, synthetic_domain
+from fugu.inference.ldp_post import estimate_from_pairs
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.7, 0.8, 0.9, 1.0)
 DATA = (
@@ -59,14 +65,87 @@ def run(method: str, epsilons: list[float], n: int, seeds: int, d: int = 6, c: i
                       flush=True)  # fmt: skip
 
 
+def _exact_parts(
+    codes: np.ndarray, b: np.ndarray, restricted: np.ndarray, qs: np.ndarray
+) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int, int], float]]:
+    """Exact 1-D in-counts per (query, axis) and 2-D (in, in) counts per (query, axis, axis)."""
+    one: dict[tuple[int, int], float] = {}
+    two: dict[tuple[int, int, int], float] = {}
+    for q in qs:
+        ax = np.flatnonzero(restricted[q])
+        inside = {int(a): (codes[:, a] >= b[q, a, 0]) & (codes[:, a] < b[q, a, 1]) for a in ax}
+        for a, m in inside.items():
+            one[(int(q), a)] = float(m.sum())
+        for a, c in combinations(inside, 2):
+            two[(int(q), a, c)] = float((inside[a] & inside[c]).sum())
+    return one, two
+
+
+def sources(
+    method: str, epsilons: list[float], n: int, seeds: int, d: int = 6, c: int = 64
+) -> None:
+    """MAE of each λ-D estimator with exact 1-D in-fractions and / or exact 2-D (in, in) cells."""
+    dom = synthetic_domain(d, c)
+    sizes = np.asarray(dom.shape)
+    variants = (("estimated", False, False), ("exact 1-D", True, False),
+                ("exact 2-D", False, True), ("both exact", True, True))  # fmt: skip
+    print(f"# {method}, n = {n:,}, d = {d}, c = {c}, {seeds} releases per cell; MAE / n of "
+          '"full" | "in-in" with the in/out tables: '
+          + ", ".join(v[0] for v in variants))  # fmt: skip
+    for data, gen, kw in DATA:
+        cols = gen(n, d, c, seed=2026, **kw)
+        codes = np.stack([cols[a] for a in dom.names], 1)
+        for eps in epsilons:
+            mech = getattr(ldp, method)(dom, eps)
+            rels = [mech.simulate(codes, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)]
+            for lam in (3, 4):
+                w = fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
+                b = w.bounds(dom)
+                restricted = (b[:, :, 0] > 0) | (b[:, :, 1] < sizes[None, :])
+                mae: dict[tuple[str, str], list[float]] = {
+                    (v[0], e): [] for v in variants for e in ("full", "in-in")
+                }
+                lam_q = restricted.sum(axis=1)
+                for rel in rels:
+                    out = np.full(len(b), float(n))
+                    qs, stacked = rel._lambda_tables(b, restricted, lam_q, out)[lam]
+                    if rel is rels[0]:  # the same query rows, in the same order, every release
+                        truth = true_answers(codes, b[qs])
+                        one, two = _exact_parts(codes, b, restricted, qs)
+                    for name, exact1, exact2 in variants:
+                        tabs = {}
+                        for (pj, pk), t in stacked.items():
+                            t = t.copy()
+                            for i, q in enumerate(qs):
+                                ax = np.flatnonzero(restricted[q])
+                                a, cc = int(ax[pj]), int(ax[pk])
+                                ii, ia, ic = t[i, 0, 0], t[i, 0].sum(), t[i, :, 0].sum()
+                                if exact1:
+                                    ia, ic = one[(int(q), a)], one[(int(q), cc)]
+                                if exact2:
+                                    ii = two[(int(q), a, cc)]
+                                t[i] = [[ii, ia - ii], [ic - ii, n - ia - ic + ii]]
+                            tabs[(pj, pk)] = t
+                        for est in ("full", "in-in"):
+                            e, _ = estimate_from_pairs(tabs, lam, n, variant=est)
+                            mae[(name, est)].append(float(np.abs(e - truth).mean()) / n)
+                cells = " | ".join(
+                    f"{np.mean(mae[(v[0], 'full')]):.4f} {np.mean(mae[(v[0], 'in-in')]):.4f}"
+                    for v in variants
+                )
+                print(f"{data:>13} eps {eps:g} lam {lam} | {cells}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--method", choices=["TDG", "HDG"], default="TDG")
     ap.add_argument("--eps", default="2", help="comma-separated epsilons")
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--seeds", type=int, default=8, help="releases per cell")
+    ap.add_argument("--sources", action="store_true", help="exact-part decomposition instead")
     args = ap.parse_args()
-    run(args.method, [float(e) for e in args.eps.split(",")], args.n, args.seeds)
+    part = sources if args.sources else run
+    part(args.method, [float(e) for e in args.eps.split(",")], args.n, args.seeds)
 
 
 if __name__ == "__main__":
