@@ -124,6 +124,12 @@ def _resolve(attr: Ordinal | Nominal, cond: Condition) -> tuple[int, int]:
         lo, hi = cond
     else:
         lo = hi = cond
+    if any(isinstance(v, bool | np.bool_) for v in (lo, hi)):
+        # True would silently mean 1 (a JSON workload's true, a mask passed by mistake)
+        raise DomainError(
+            f"attribute {attr.name!r}: interval bounds must be numbers, got {cond!r} (a boolean "
+            f"would be read as 0 or 1); give numbers, e.g. (0, 1)"
+        )
     if attr.edges is not None and isinstance(lo, str):
         labels = attr.labels
         for v in (lo, hi):

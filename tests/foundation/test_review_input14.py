@@ -161,3 +161,30 @@ def test_a_word_on_a_binned_attribute_lists_the_bins(
 ) -> None:
     code, _, err = run(capsys, "query", str(binned_release), "--where", "gain=abc")
     assert code != 0 and "'gain=abc'" in err and "[0, 100)" in err
+
+
+# -- 4. a boolean query bound is refused (it was read as 0 or 1) ----------------------------------
+# A JSON workload's {"age": true} or RangeQuery({"age": (False, True)}) counted age 1 (or 0..1)
+# without a word; on a binned attribute True picked the second bin.
+@pytest.mark.parametrize("cond", [True, (False, True), (0, True)])
+def test_boolean_bounds_are_refused(cond: object) -> None:
+    import numpy as np
+
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 99), fugu.Ordinal("g", edges=[0, 1, 2])])
+    for name in ("age", "g"):
+        with pytest.raises(fugu.errors.DomainError, match="boolean"):
+            fugu.RangeQuery({name: cond}).bounds(dom)
+    with pytest.raises(fugu.errors.DomainError, match="boolean"):
+        fugu.RangeQuery({"age": np.bool_(True)}).bounds(dom)
+    # nominal labels "True" / "False" are labels, as before
+    nom = fugu.Domain([fugu.Nominal("flag", ["False", "True"])])
+    assert fugu.RangeQuery({"flag": True}).bounds(nom).tolist() == [[1, 2]]
+
+
+def test_a_boolean_in_a_workload_file_fails_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = tmp_path / "w.json"
+    w.write_text('[{"age": true}]')
+    code, out, err = run(capsys, "recommend", "-e", "1", "-a", "age", "-w", str(w))
+    assert code != 0 and "boolean" in err
