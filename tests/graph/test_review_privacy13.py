@@ -11,6 +11,7 @@ exact, so its false-failure rate is 0.
 from __future__ import annotations
 
 import importlib
+import math
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,39 @@ def test_a_progress_callable_sees_the_kind_of_program_only() -> None:
     )
     assert seen
     assert set(seen) <= {"G", "H", "X"}, seen[:3]
+
+
+# == 4. the G programs of formula relations ======================================================
+def _shared_or_join(m: int) -> Any:
+    """t_k = (a ∨ x_k) ∧ (a ∨ y_k), k < m, in formula form: S_{t,a} = 2 (a join of two
+    projections that share the owner a), so a's load at f ≡ 1 is 2m while Σ_t q(t) = m."""
+    r1 = [{"k": k, "who": w} for k in range(m) for w in ("a", f"x{k}")]
+    r2 = [{"k": k, "who": w} for k in range(m) for w in ("a", f"y{k}")]
+    kr = fugu.graph.KRelation.from_records
+    return (
+        kr(r1, owners="who", form="formula")
+        .project(["k"])
+        .join(kr(r2, owners="who", form="formula").project(["k"]))
+    )
+
+
+def test_g_programs_of_formulas_are_feasible() -> None:
+    """The G program bounded its load variable w by Σ_t q(t) (6 here), but with formulas a
+    participant's load reaches Σ_t q(t)·S_{t,p} (12 for a): G_10, G_11 and G_12 were
+    'PrimalInfeasible', and ``answer(rel, epsilon=1, theta=3, beta=0.2)`` raised SolverError
+    *after* the budget was spent — while the neighbour without a (every S = 1) released:
+    told apart with probability 1. Now every G_i solves, is nondecreasing and below the closed
+    form G_{|P|}, and the release goes through."""
+    rel = _shared_or_join(6)
+    lp = importlib.import_module("fugu.graph.lp")
+    model = lp.LPModel(rel.compile())
+    n = model.n_f
+    g = [model.g_value(i) for i in range(n + 1)]
+    assert g[-1] == 2 * 12.0
+    assert all(b >= a - 1e-6 for a, b in zip(g, g[1:], strict=False))
+    acct = fugu.Accountant(fugu.Budget(2.0, model="participant-dp"))
+    for r in (rel, rel.withdraw("a")):
+        out = fugu.graph.answer(
+            r, None, 1.0, theta=3.0, beta=0.2, rng=fugu.RandomSource(seed=0), accountant=acct
+        )
+        assert math.isfinite(out.value)

@@ -285,7 +285,10 @@ class LPModel:
     def _bounds(self, g: bool) -> NDArray[np.float64]:
         ub = np.ones(self.n_cols + (1 if g else 0))
         if g:
-            ub[-1] = max(1.0, float(self.ann.weights.sum()))
+            # w bounds the largest load Σ_t q(t) S_{R(t),p} φ_t(f) ≤ impact_p (loads only fall
+            # with f). Not Σ_t q(t): with formulas S can exceed 1, so a load can exceed the total
+            # weight, and that bound made the G programs infeasible (doubled for float safety).
+            ub[-1] = max(1.0, 2.0 * float(self.impact.max(initial=0.0)))
         return np.stack([np.zeros_like(ub), ub], axis=1)
 
     def _eq(self, g: bool) -> sp.csr_array:
