@@ -188,3 +188,9 @@ def test_a_boolean_in_a_workload_file_fails_the_command(
     w.write_text('[{"age": true}]')
     code, out, err = run(capsys, "recommend", "-e", "1", "-a", "age", "-w", str(w))
     assert code != 0 and "boolean" in err
+
+
+# -- 5. --workload random:N:K errors name the option ----------------------------------------------
+def test_random_workload_errors_name_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "recommend", "-e", "1", "-a", "age", "-w", "random:5:2")
+    assert code != 0 and "--workload 'random:5:2'" in err and "K1 <= K2 <= 1" in err

@@ -705,7 +705,13 @@ def parse_workload(spec: str, dom: Any, seed: int | None, option: str = "--workl
             raise InvalidParameterError(
                 f"{option} {spec!r}: write random:N or random:N:K1-K2 (predicates per query)"
             ) from None
-        return random_workload(dom, n, n_predicates=k, seed=seed)
+        try:
+            return random_workload(dom, n, n_predicates=k, seed=seed)
+        except InvalidParameterError as exc:  # n_queries / n_predicates: say where they came from
+            raise InvalidParameterError(
+                f"{option} {spec!r}: {exc} (random:N:K1-K2 asks for N >= 1 queries of K1 to K2 "
+                f"predicates, 1 <= K1 <= K2 <= {dom.ndim}, the number of attributes)"
+            ) from None
     path = Path(spec)
     if not path.exists():
         raise InvalidParameterError(
