@@ -326,3 +326,30 @@ def test_too_small_epsilon_is_refused_before_the_budget_is_spent() -> None:
     with pytest.raises(fugu.errors.InvalidParameterError, match="too small"):
         PV.privelet(hist, float(np.nextafter(low, 0)), plain=None, accountant=acc)
     assert acc.spent == low
+
+
+# == 4. the guarantee states what is drawn ======================================================
+def test_guarantee_states_how_the_sensitivity_follows_from_rho() -> None:
+    """The guarantee gave ρ (generalized_sensitivity) and Δ but not how Δ = 2(ρ − 1), 2ρ or ρ
+    follows (the source cites only Lemma 1's 2ρ): each case now says which, with the numbers,
+    and λ is the scale the sampler is given (noise_scale(eff, ε), rounded up), not eff/ε."""
+    h = fugu.Hierarchy.from_dict({"any": {"a": ["a1", "a2"], "b": ["b1", "b2", "b3"]}})
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 4), fugu.Nominal("g", h)])
+    hist = fugu.Histogram(np.arange(25).reshape(5, 5), dom)
+    cases = [
+        ({"plain": None}, 22.0, "2(rho - 1) = 22, rho = 12"),
+        ({"plain": ["x"]}, 6.0, "2 rho = 6"),
+        ({"plain": None, "neighbours": "add-remove"}, 12.0, "rho = 12: add/remove"),
+    ]
+    for kw, sens, text in cases:
+        rel = PV.privelet(hist, 0.3, rng=fugu.RandomSource(seed=0), **kw)
+        p = rel.guarantee.parameters
+        assert rel.guarantee.sensitivity == sens
+        assert p["sensitivity_from"].startswith(text), p["sensitivity_from"]
+        assert p["lambda"] == NOISE.noise_scale(p["effective_sensitivity"], 0.3)
+    dropped = fugu.Histogram.from_records(
+        {"x": [0, 1, 9], "g": ["a1", "b2", "b3"]}, dom, out_of_domain="drop"
+    )
+    rel = PV.privelet(dropped, 1.0, plain=None, rng=fugu.RandomSource(seed=0))
+    assert rel.guarantee.sensitivity == 24.0
+    assert "records were dropped" in rel.guarantee.parameters["sensitivity_from"]

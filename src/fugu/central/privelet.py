@@ -179,6 +179,32 @@ def coefficient_sensitivity(
     return _delta(neighbours) * rho
 
 
+def sensitivity_from(
+    transforms: list[AxisTransform], neighbours: str, total_public: bool = True
+) -> str:
+    """How the release's sensitivity Δ follows from ρ and the neighbour relation (for the
+    guarantee: Δ is 2(ρ − 1), 2ρ or ρ, and the paper states only ρ)."""
+    rho = generalized_sensitivity(transforms)
+    sens = coefficient_sensitivity(transforms, neighbours, total_public)
+    if public_base(transforms, neighbours, total_public):
+        return (
+            f"2(rho - 1) = {sens:g}, rho = {rho:g}: replace-one changes two cells by 1 (Lemma 1's "
+            f"2 rho), and the all-base coefficient, a fixed multiple of the public n, is "
+            f"released exactly, so its weighted change (2) is not counted"
+        )
+    if _delta(neighbours) == 2:
+        why = (
+            "records were dropped, so n is private"
+            if not total_public
+            else "untransformed attributes make the base coefficients per-value marginals"
+        )
+        return (
+            f"2 rho = {sens:g}: replace-one changes two cells by 1 (Lemma 1, Theorem 2); the "
+            f"base coefficients are noised ({why})"
+        )
+    return f"rho = {sens:g}: add/remove changes one cell by 1 (Lemma 1, Theorem 2)"
+
+
 def privelet_lambda(
     domain: Domain, epsilon: float, plain: PlainSpec = "auto", neighbours: str = "replace"
 ) -> float:
@@ -573,6 +599,7 @@ def privelet(
             "plain": plain_names,
             "transforms": kinds,
             "generalized_sensitivity": rho,
+            "sensitivity_from": sensitivity_from(transforms, neighbours, total_public),
             "base_coefficient": "public total, not noised (replace-one)"
             if exact_base
             else "noised",
