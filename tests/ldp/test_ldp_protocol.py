@@ -281,3 +281,36 @@ def test_cli_aggregate_refuses_a_file_named_twice(tmp_path, capsys) -> None:
             _, err = capsys.readouterr()
             assert code != 0 and "named twice" in err
     assert fugu.Accountant.load(ledger).spent == 0  # refused before the ledger is charged
+
+
+# -- review 14: a partial state from elsewhere must fit this aggregator -------------------------
+# add_partial summed whatever it was given: a support vector of length 1 was broadcast into every
+# cell (+5 on each of 10 cells), a negative count or fractional support was absorbed, a missing
+# key raised a bare KeyError and a vector of another domain's length numpy's ValueError.
+@pytest.mark.parametrize(
+    ("state", "n", "words"),
+    [
+        ({"support": np.array([5])}, 5, "of shape (16,)"),
+        ({"support": np.arange(3)}, 3, "of shape (16,)"),
+        ({"support": np.full(16, 0.5)}, 8, "integer counts"),
+        ({"support": -np.ones(16, np.int64)}, 0, "non-negative"),
+        ({"support": np.ones(16, np.int64)}, -5, "n_accepted must be a count"),
+        ({}, 5, "must have the keys ['support']"),
+    ],
+)
+def test_add_partial_refuses_a_state_of_another_shape(state, n, words) -> None:
+    grr = fugu.ldp.GRR(DOM1, 1.0)
+    agg = grr.aggregator()
+    with pytest.raises(ReportError) as info:
+        agg.add_partial(state, n)
+    assert words in str(info.value)
+    assert agg.n_accepted == 0 and agg.state["support"].sum() == 0
+    state, n_ok, rejected = grr.partial({"y": np.array([1, 2, 3, 99])})
+    assert agg.add_partial(state, n_ok, rejected).n_accepted == 3  # a real partial is absorbed
+
+
+def test_concat_refuses_the_same_batch_twice() -> None:
+    grr, rep = _grr_batch()
+    with pytest.raises(ReportError, match="appears twice"):
+        Reports.concat([rep, rep])
+    assert Reports.concat([rep.take(np.arange(3)), rep.take(np.arange(3, 9))]).n == 9

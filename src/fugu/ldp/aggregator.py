@@ -190,12 +190,49 @@ class Aggregator:
         private: bool = True,
     ) -> Aggregator:
         """Absorb a partial state computed elsewhere by :meth:`LDPProtocol.partial` (for
-        example by an engine, per partition, on reports whose header it has checked)."""
-        self.state = self.protocol.merge_state(self.state, dict(state))
+        example by an engine, per partition, on reports whose header it has checked).
+
+        The state must have this protocol's keys and, for a summed state, each array the
+        shape of :meth:`LDPProtocol.empty_state` with integer counts; ``n_accepted`` and the
+        rejected counts must be non-negative integers. Anything else is refused
+        (:class:`~fugu.errors.ReportError`): a count vector of another length would be
+        broadcast into every cell, or a partial of another domain added cell by cell."""
+        state = dict(state)
+        self._check_partial(state, n_accepted, dict(rejected or {}))
+        self.state = self.protocol.merge_state(self.state, state)
         self.n_accepted += int(n_accepted)
         self.rejected.update(dict(rejected or {}))
         self.private = self.private and private
         return self
+
+    def _check_partial(
+        self, state: dict[str, Any], n_accepted: Any, rejected: dict[str, Any]
+    ) -> None:
+        from .protocol import LDPProtocol
+
+        p = self.protocol
+        if set(state) != set(self.state):
+            raise ReportError(
+                f"a partial {p.name} state must have the keys {sorted(self.state)}, got "
+                f"{sorted(state)}: it was not computed by this protocol's partial()"
+            )
+        counts = [
+            ("n_accepted", n_accepted),
+            *((f"rejected[{k!r}]", v) for k, v in rejected.items()),
+        ]
+        for what, v in counts:
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 0:
+                raise ReportError(f"a partial {p.name} state's {what} must be a count, got {v!r}")
+        if type(p).merge_state is not LDPProtocol.merge_state:
+            return  # the protocol merges its own state (HIO keeps reports)
+        for k, mine in self.state.items():
+            v = np.asarray(state[k])
+            if v.shape != np.shape(mine) or v.dtype.kind not in "iu" or (v.size and v.min() < 0):
+                raise ReportError(
+                    f"a partial {p.name} state's {k!r} must be non-negative integer counts of "
+                    f"shape {np.shape(mine)}, got {v.dtype} of shape {v.shape}: it was computed "
+                    f"for other parameters (another domain?) or not by partial()"
+                )
 
     def add_rows(self, rows: Iterable[Any], header: Mapping[str, Any] | None = None) -> Aggregator:
         """Absorb per-record report dicts (as made by :meth:`Client.perturb_one`)."""

@@ -141,6 +141,14 @@ class Reports:
         if not batches:
             raise EmptyDataError("no report batches to concatenate")
         first = batches[0]
+        seen: set[int] = set()
+        for b in batches:
+            if id(b) in seen:
+                raise ReportError(
+                    "the same batch appears twice in concat: its reports would count twice; "
+                    "give each batch once"
+                )
+            seen.add(id(b))
         for b in batches[1:]:
             if (b.protocol, b.version, b.params) != (first.protocol, first.version, first.params):
                 raise ReportError("cannot concatenate report batches with different headers")
