@@ -314,3 +314,10 @@ def test_concat_refuses_the_same_batch_twice() -> None:
     with pytest.raises(ReportError, match="appears twice"):
         Reports.concat([rep, rep])
     assert Reports.concat([rep.take(np.arange(3)), rep.take(np.arange(3, 9))]).n == 9
+
+
+def test_olh_refuses_a_hash_range_beyond_64_bit_buckets() -> None:
+    # g = 2^33: (h * g) >> 32 wrapped in 64 bits, buckets were not uniform, estimates biased
+    with pytest.raises(InvalidParameterError, match="g <= 2"):
+        fugu.ldp.OLH(DOM1, 1.0, g=2**33)
+    assert fugu.ldp.OLH(DOM1, 1.0, g=2**31).g == 2**31

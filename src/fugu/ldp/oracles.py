@@ -163,6 +163,11 @@ def olh_hash(values: ArrayLike, seeds: ArrayLike, g: int, wide: bool = False) ->
 
 
 # -- parameters and variances --------------------------------------------------------------------
+#: The largest OLH hash range: buckets ``(h * g) >> 32`` and their bounds fit in 64 bits
+#: (above 2^32 they wrapped, buckets were no longer uniform and the estimates were biased).
+OLH_MAX_G = 2**31
+
+
 def olh_g(epsilon: float) -> int:
     """The integer hash range minimising OLH's variance (≈ e^ε + 1; 4 at ε = 1, 8 at ε = 2)."""
     e = math.exp(check_ldp_epsilon(epsilon, "OLH"))
@@ -531,6 +536,12 @@ class OLH(_FrequencyOracle):
     def __init__(self, domain: Domain, epsilon: float, g: int | None = None) -> None:
         super().__init__(domain, epsilon)
         self.g = olh_g(self.epsilon) if g is None else check_positive_int(g, "g", minimum=2)
+        if self.g > OLH_MAX_G:
+            # the bucket (h * g) >> 32 and its bounds are computed in 64 bits
+            raise InvalidParameterError(
+                f"OLH needs g <= 2^31, got g={self.g}; the best g is about e^epsilon + 1 "
+                f"({olh_g(self.epsilon)} here): leave g out to use it"
+            )
         self.backend = "auto"
 
     def _params(self) -> dict[str, Any]:
