@@ -353,3 +353,66 @@ def test_guarantee_states_how_the_sensitivity_follows_from_rho() -> None:
     rel = PV.privelet(dropped, 1.0, plain=None, rng=fugu.RandomSource(seed=0))
     assert rel.guarantee.sensitivity == 24.0
     assert "records were dropped" in rel.guarantee.parameters["sensitivity_from"]
+
+
+def test_python_integer_path_releases_the_same_cube(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forced onto the Python-integer path (huge counts or fan-outs), the same seeded release."""
+    wav = importlib.import_module("fugu.central.wavelets")
+    h4 = fugu.Hierarchy.from_dict({"any": {"a": ["a1", "a2", "a3", "a4"], "b": ["b1", "b2"]}})
+    dom = fugu.Domain([fugu.Nominal("g", h4), fugu.Ordinal("x", 0, 4)])
+    hist = fugu.Histogram(np.random.default_rng(3).integers(0, 2**30, size=dom.shape), dom)
+    kw: dict[str, Any] = {"plain": None, "neighbours": "add-remove"}
+    want = PV.privelet(hist, 1.0, rng=fugu.RandomSource(seed=9), **kw).counts
+    monkeypatch.setattr(wav, "INT64_SAFE", 2)
+    num, _ = wav.hn_forward_exact(hist.counts, PV.privelet_transforms(dom, None))
+    assert num.dtype == object
+    got = PV.privelet(hist, 1.0, rng=fugu.RandomSource(seed=9), **kw).counts
+    np.testing.assert_array_equal(got, want)
+
+
+def _random_domain(r: Any) -> tuple[fugu.Domain, Any]:
+    """1-3 attributes: Haar (1-6 values, padded) or a random hierarchy (fan-outs 1-4, leaves
+    at several depths, single-child nodes), and a random Privelet+ choice."""
+    counter = [0]
+
+    def node(depth: int) -> Any:
+        counter[0] += 1
+        if depth == 0 or r.random() < 0.3:
+            return None
+        return {f"n{counter[0]}_{i}": node(depth - 1) for i in range(r.randint(1, 4))}
+
+    attrs: list[Any] = []
+    for i in range(r.randint(1, 3)):
+        if r.random() < 0.5:
+            attrs.append(fugu.Ordinal(f"o{i}", 0, r.randint(0, 5)))
+        else:
+            kids = {f"t{i}_{j}": node(2) for j in range(r.randint(2, 3))}
+            attrs.append(fugu.Nominal(f"n{i}", fugu.Hierarchy.from_dict({"root": kids})))
+    return fugu.Domain(attrs), r.choice([None, "auto", [attrs[0].name]])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_cubes_lose_at_most_epsilon(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Seeded random cubes (at most 40 cells), both relations, counts up to 2^40 / cells:
+    every neighbouring pair (replace-one: every move) loses at most ε."""
+    import random
+
+    r = random.Random(seed)
+    dom, plain = _random_domain(r)
+    while dom.size > 40:
+        dom, plain = _random_domain(r)
+    try:
+        PV.privelet_transforms(dom, plain)
+    except fugu.errors.DomainError:  # a hierarchy of single children: must stay plain
+        plain = [a.name for a in dom.attributes if isinstance(a, fugu.Nominal)]
+    spy = Spy(monkeypatch)
+    eps = r.choice([0.1, 1.0, 3.0])
+    relation = r.choice(["replace", "add-remove"])
+    top = r.choice([4, 2**20, 2**40]) // dom.size + 2
+    counts = np.random.default_rng(seed).integers(0, top, size=dom.shape)
+    base = spy.run(counts, dom, eps, plain=plain, neighbours=relation)
+    worst = max(
+        _loss(base, spy.run(o, dom, eps, plain=plain, neighbours=relation))
+        for o in _neighbours(counts, relation)
+    )
+    assert worst <= eps, (worst, dom, plain, relation)
