@@ -226,11 +226,13 @@ def test_noise_in_slabs_is_one_release(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_realised_epsilon_by_brute_force(neighbours: str) -> None:
     """Exact privacy loss of the grid release for every neighbouring pair of a small cube.
 
-    The loss of a pair is Σ_c |round(W·c/γ) − round(W·c'/γ)|·γ / λ (discrete Laplace on the grid).
-    Its maximum must be ≤ ε; for add/remove neighbours it must also reach ε within the 2⁻¹⁰
-    rounding slack (the generalized sensitivity is tight there).
+    The loss of a pair is Σ_c |round(W·c/γ) − round(W·c'/γ)|·γ / λ (discrete Laplace on the grid),
+    with W·c exact (:func:`hn_forward_exact`) and rounded once (:func:`grid_units`), as the
+    mechanism does. Its maximum must be ≤ ε; for add/remove neighbours it must also reach ε
+    within the 2⁻¹⁰ rounding slack (the generalized sensitivity is tight there).
     """
-    from fugu.central.wavelets import hn_forward, hn_weights
+    from fugu.central.privelet import grid_units
+    from fugu.central.wavelets import hn_forward_exact
 
     h = fugu.Hierarchy.from_dict({"any": {"a": ["a1", "a2"], "b": ["b1", "b2", "b3"]}})
     dom = fugu.Domain([fugu.Ordinal("x", 0, 3), fugu.Nominal("g", h)])
@@ -240,10 +242,9 @@ def test_realised_epsilon_by_brute_force(neighbours: str) -> None:
     gamma = rel.guarantee.parameters["grid"]
     lam = rel.lam
     ts = rel.transforms
-    w = hn_weights(ts)
 
     def grid(counts: np.ndarray) -> np.ndarray:
-        return np.rint(hn_forward(counts.astype(float), ts) * w / gamma)
+        return grid_units(*hn_forward_exact(counts, ts), gamma)
 
     g0 = grid(base)
     losses = []
