@@ -262,3 +262,31 @@ def test_aggregate_checks_the_ledger_before_reading_reports(
     assert code != 0 and "broken" not in err and "0.5" in err, err
     code, out, err = run(capsys, "ledger", "show", str(ledger))
     assert code == 0 and "spent 0," in out, out
+
+
+# -- review 14: fugu ldp simulate checks its numbers before running, by option name --------------
+# --queries 0, --lambda 9, --omega 2, --n 0, --c 1 were refused by the library in its own words
+# (n_queries, n_predicates, volume, n, c); --report-epsilons a,b raised "could not convert string
+# to float: 'a'" after the whole comparison had run, and --report-epsilons , made a report of no
+# epsilon at all.
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--queries", "0"], "'--queries'"),
+        (["--lambda", "9"], "give at most --lambda 2"),
+        (["--omega", "2"], "'--omega'"),
+        (["--n", "0"], "'--n'"),
+        (["--c", "1"], "'--c'"),
+        (["--report", "r.html", "--report-epsilons", "a,b"], "'a' in 'a,b': not a number"),
+        (["--report", "r.html", "--report-epsilons", ","], "lists no epsilon"),
+        (["--report", "r.html", "--report-epsilons", "0.5,99"], "'99' in '0.5,99'"),
+    ],
+)
+def test_simulate_numbers_are_checked_by_option(args, words, tmp_path, monkeypatch, capsys) -> None:
+    from fugu.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["ldp", "simulate", "--n", "500", "--d", "2", "--c", "8", "-m", "grr", *args])
+    _, err = capsys.readouterr()
+    assert code != 0 and words in err
+    assert not (tmp_path / "r.html").exists()

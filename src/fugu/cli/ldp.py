@@ -161,19 +161,47 @@ def register(cli: click.Group) -> None:
         help="Comma list of methods (see 'fugu ldp methods').",
     )
     @click.option("--epsilon", "-e", type=float, default=1.0, show_default=True)
-    @click.option("--queries", "n_queries", type=int, default=50, show_default=True)
     @click.option(
-        "--lambda", "lam", type=int, default=2, show_default=True, help="Attributes per query."
+        "--queries", "n_queries", type=click.IntRange(min=1), default=50, show_default=True
     )
     @click.option(
-        "--omega", type=float, default=0.5, show_default=True, help="Query volume per attribute."
+        "--lambda",
+        "lam",
+        type=click.IntRange(min=1),
+        default=2,
+        show_default=True,
+        help="Attributes per query.",
     )
     @click.option(
-        "--n", "n_users", type=int, default=100_000, show_default=True, help="Synthetic users."
+        "--omega",
+        type=click.FloatRange(0, 1, min_open=True),
+        default=0.5,
+        show_default=True,
+        help="Query volume per attribute, in (0, 1].",
     )
-    @click.option("--d", "d", type=int, default=6, show_default=True, help="Synthetic attributes.")
     @click.option(
-        "--c", "c", type=int, default=64, show_default=True, help="Synthetic domain size."
+        "--n",
+        "n_users",
+        type=click.IntRange(min=1),
+        default=100_000,
+        show_default=True,
+        help="Synthetic users.",
+    )
+    @click.option(
+        "--d",
+        "d",
+        type=click.IntRange(min=1),
+        default=6,
+        show_default=True,
+        help="Synthetic attributes.",
+    )
+    @click.option(
+        "--c",
+        "c",
+        type=click.IntRange(min=2),
+        default=64,
+        show_default=True,
+        help="Synthetic domain size.",
     )
     @click.option(
         "--rho", type=float, default=0.5, show_default=True, help="Synthetic correlation."
@@ -235,6 +263,7 @@ def register(cli: click.Group) -> None:
             refuse_unused(ctx, synthetic_only, "with a data file (they shape --data synthetic)")
         if not report_path:
             refuse_unused(ctx, {"report_epsilons": "--report-epsilons"}, "without --report")
+        eps_list = _report_epsilons(report_epsilons) if report_path else []
         names = [m.strip() for m in method.split(",") if m.strip()]
         options, given = _parse_options_given(extra)
         for name in names:
@@ -247,6 +276,12 @@ def register(cli: click.Group) -> None:
             records = _read_records(data, domain)
         codes = domain.encode_columns(records)
         n = codes.shape[0]
+        if lam > domain.ndim:
+            raise click.BadParameter(
+                f"{lam} attributes per query, but the domain has {domain.ndim}; give at most "
+                f"--lambda {domain.ndim}",
+                param_hint="'--lambda'",
+            )
         wl = random_workload(domain, n_queries, n_predicates=lam, volume=omega, seed=seed)
         truth = _exact_answers(codes, wl.bounds(domain))
         rng = seed_source(seed)
@@ -275,7 +310,6 @@ def register(cli: click.Group) -> None:
         if report_path:
             from ..report.ldp_plots import range_report
 
-            eps_list = [float(e) for e in report_epsilons.split(",") if e.strip()]
             rep = range_report(
                 domain,
                 records,
@@ -481,6 +515,29 @@ def _refuse_repeated_files(reports: tuple[str, ...]) -> None:
                 param_hint="REPORTS",
             )
         seen[real] = r
+
+
+def _report_epsilons(text: str) -> list[float]:
+    """``--report-epsilons 0.2,0.5,1``: at least one ε, each in the LDP range (checked before
+    anything runs: the report is made after the whole comparison)."""
+    from ..errors import FuguError
+    from ..ldp.checks import check_ldp_epsilon
+
+    items = [e.strip() for e in text.split(",") if e.strip()]
+    if not items:
+        raise click.BadParameter(
+            f"{text!r} lists no epsilon; give e.g. 0.2,0.5,1,2", param_hint="'--report-epsilons'"
+        )
+    out = []
+    for e in items:
+        try:
+            out.append(check_ldp_epsilon(float(e), "--report-epsilons"))
+        except ValueError as exc:
+            why = str(exc) if isinstance(exc, FuguError) else "not a number"
+            raise click.BadParameter(
+                f"{e!r} in {text!r}: {why}", param_hint="'--report-epsilons'"
+            ) from None
+    return out
 
 
 def _protocol_of(path: str) -> Any:
