@@ -321,3 +321,21 @@ def test_olh_refuses_a_hash_range_beyond_64_bit_buckets() -> None:
     with pytest.raises(InvalidParameterError, match="g <= 2"):
         fugu.ldp.OLH(DOM1, 1.0, g=2**33)
     assert fugu.ldp.OLH(DOM1, 1.0, g=2**31).g == 2**31
+
+
+# -- review 14: a client's group is an integer, never a truncated fraction ----------------------
+def test_client_groups_must_be_integers() -> None:
+    hio = fugu.ldp.HIO(DOM2, 1.0, branching=2)
+    client = hio.client(fugu.RandomSource(seed=1))
+    recs = _recs(DOM2, 2)
+    with pytest.raises(InvalidParameterError, match="groups must be 2 integers"):
+        client.perturb(recs, groups=[0.5, 1.7])  # was groups 0 and 1
+    one = {k: int(v[0]) for k, v in recs.items()}
+    for bad in (1.7, True, "1"):
+        with pytest.raises(InvalidParameterError, match="group must be an integer"):
+            client.perturb_one(one, group=bad)
+    assert client.perturb(recs, groups=np.array([0, 1], np.int32)).columns["group"].tolist() == [
+        0,
+        1,
+    ]
+    assert client.perturb_one(one, group=np.int64(2))["group"] == 2

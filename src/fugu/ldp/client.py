@@ -46,7 +46,13 @@ class Client:
             if groups is None:
                 g = p.assign_groups(n, self.rng)
             else:
-                g = np.asarray(groups, dtype=np.int64).reshape(-1)
+                raw = np.asarray(groups).reshape(-1)
+                if raw.size and raw.dtype.kind not in "iu":  # 1.7 was truncated to group 1
+                    raise InvalidParameterError(
+                        f"groups must be {n} integers in [0, {p.n_groups}), one per record; "
+                        f"got values of type {raw.dtype}"
+                    )
+                g = raw.astype(np.int64)
                 if g.size != n or (n and (g.min() < 0 or g.max() >= p.n_groups)):
                     raise InvalidParameterError(
                         f"groups must be {n} integers in [0, {p.n_groups}), one per record"
@@ -72,6 +78,10 @@ class Client:
         if p.n_groups > 0:
             if group is None:
                 group = int(self.rng.integers(p.n_groups))
+            if isinstance(group, bool) or not isinstance(group, int | np.integer):
+                raise InvalidParameterError(
+                    f"group must be an integer in [0, {p.n_groups}), got {group!r}"
+                )
             if not 0 <= int(group) < p.n_groups:
                 raise InvalidParameterError(f"group must lie in [0, {p.n_groups}), got {group}")
             g = np.array([int(group)], dtype=np.int64)
