@@ -366,32 +366,37 @@ def grid_units(num: NDArray[Any], den: NDArray[Any] | None, gamma: float) -> NDA
         raise InvalidParameterError(f"internal error: grid step {gamma!r} is not a power of two")
     shift = -g  # units = num / den · 2^shift
     obj = num.dtype == object
-    if shift < 0 or (den is not None and not obj and int(np.max(den)) >= 2**40):
+    if shift < 0 or (den is not None and not obj and int(np.max(den)) >= 2**40):  # rare
         num = num.astype(object)
         den = (np.ones(1, dtype=object) if den is None else den.astype(object)) << max(0, -shift)
         shift, obj = max(0, shift), True
     if den is None:
         out = num.reshape(-1) * (1 << shift)
         return np.asarray(out, dtype=np.int64)
-    full = np.broadcast_to(den, num.shape).reshape(-1)
-    flat = num.reshape(-1)
-    step = shift if obj else 62 - int(np.max(full)).bit_length()
-    result = np.empty(flat.size, dtype=np.int64)
-    chunk = flat.size if obj else SLAB
-    for lo in range(0, flat.size, max(1, chunk)):
-        n, d = flat[lo : lo + chunk], full[lo : lo + chunk]
-        q, r = n // d, n % d  # floor division: 0 <= r < d
+    num = num.reshape(1) if num.ndim == 0 else num
+    den = np.asarray(den).reshape((1,) * (num.ndim - np.ndim(den)) + np.shape(den))
+    step = shift if obj else 62 - int(np.max(den)).bit_length()
+    if not obj and int(np.max(np.abs(num), initial=0)) < 1 << max(0, 62 - shift):
+        num = num << shift  # num·2^shift fits in int64: one division, the same result
+        shift = 0
+    result = np.empty(num.shape, dtype=np.int64)
+    rows = num.shape[0]
+    block = rows if obj else max(1, SLAB // max(1, num.size // max(1, rows)))
+    for lo in range(0, rows, block):  # blocks of rows: bounded temporaries on large cubes
+        n = num[lo : lo + block]
+        d = den if den.shape[0] == 1 else den[lo : lo + block]
+        q, r = (n // d, n % d) if obj else np.divmod(n, d)  # floor: 0 <= r < d
         left = shift
         while left > 0:  # long division, ``step`` bits at a time (r·2^step stays below 2^62)
             k = min(step, left)
-            r = r * (1 << k)
-            q = q * (1 << k) + r // d
-            r = r % d
+            dq, r = ((r * (1 << k)) // d, (r * (1 << k)) % d) if obj else np.divmod(r << k, d)
+            q = q * (1 << k) + dq
             left -= k
         twice = 2 * r
-        up = np.asarray((twice > d) | ((twice == d) & (q % 2 == 1)), dtype=bool)
-        result[lo : lo + chunk] = np.asarray(np.where(up, q + 1, q), dtype=np.int64)
-    return result
+        up = np.asarray(twice > d, dtype=bool)
+        up |= np.asarray(twice == d, dtype=bool) & np.asarray(q % 2 == 1, dtype=bool)
+        result[lo : lo + block] = np.asarray(q + up, dtype=np.int64)
+    return result.reshape(-1)
 
 
 def add_grid_noise(
