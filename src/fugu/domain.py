@@ -706,14 +706,44 @@ def _lookup_codes(arr: Any, leaves: tuple[str, ...]) -> NDArray[np.int64]:
         return codes
 
 
+_ATTRIBUTE_EXAMPLES = (
+    '{"kind": "ordinal", "name": "age", "low": 0, "high": 99}, '
+    '{"kind": "ordinal", "name": "income", "edges": [0, 1000, 10000]} or '
+    '{"kind": "nominal", "name": "sex", "hierarchy": {"sex:*": ["F", "M"]}}'
+)
+
+
 def attribute_from_dict(d: Mapping[str, Any]) -> Attribute:
-    if d.get("kind") == "ordinal":
+    """An attribute from its :meth:`to_dict` description; a description that lacks a key or
+    names no known kind is refused by name (never a bare KeyError)."""
+    from .errors import short_repr
+
+    if not isinstance(d, Mapping):
+        raise InvalidParameterError(
+            f"an attribute description is an object such as {_ATTRIBUTE_EXAMPLES}; got "
+            f"{short_repr(d)}"
+        )
+    kind = d.get("kind")
+    if kind == "ordinal":
+        need = ("name", "edges") if "edges" in d else ("name", "low", "high")
+    elif kind == "nominal":
+        need = ("name", "hierarchy")
+    else:
+        raise InvalidParameterError(
+            f"unknown attribute description {short_repr(dict(d))}: 'kind' must be 'ordinal' or "
+            f"'nominal', e.g. {_ATTRIBUTE_EXAMPLES}"
+        )
+    missing = [k for k in need if k not in d]
+    if missing:
+        raise InvalidParameterError(
+            f"the {kind} attribute description {short_repr(dict(d))} lacks "
+            f"{', '.join(map(repr, missing))}; e.g. {_ATTRIBUTE_EXAMPLES}"
+        )
+    if kind == "ordinal":
         if "edges" in d:
             return Ordinal(d["name"], edges=d["edges"])
         return Ordinal(d["name"], d["low"], d["high"])
-    if d.get("kind") == "nominal":
-        return Nominal(d["name"], Hierarchy.from_dict(d["hierarchy"]))
-    raise InvalidParameterError(f"unknown attribute description {dict(d)!r}")
+    return Nominal(d["name"], Hierarchy.from_dict(d["hierarchy"]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -895,6 +925,14 @@ class Domain:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Domain:
+        """The domain of a :meth:`to_dict` description (``{"attributes": [...]}``)."""
+        if not isinstance(d, Mapping) or not isinstance(d.get("attributes"), list | tuple):
+            from .errors import short_repr
+
+            raise InvalidParameterError(
+                f'a domain description is {{"attributes": [...]}} with one object per attribute '
+                f"(e.g. {_ATTRIBUTE_EXAMPLES}); got {short_repr(d)}"
+            )
         return cls([attribute_from_dict(a) for a in d["attributes"]])
 
     def to_json(self) -> str:

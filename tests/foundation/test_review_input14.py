@@ -194,3 +194,38 @@ def test_a_boolean_in_a_workload_file_fails_the_command(
 def test_random_workload_errors_name_the_option(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "recommend", "-e", "1", "-a", "age", "-w", "random:5:2")
     assert code != 0 and "--workload 'random:5:2'" in err and "K1 <= K2 <= 1" in err
+
+
+# -- 6. --domain FILE errors name the option, the file and the fix --------------------------------
+# A missing file said "[Errno 2] No such file or directory", bad JSON only the parser's position,
+# a list "list indices must be integers or slices, not str", and a description without "low" /
+# "attributes" ended in a traceback (KeyError).
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (None, "cannot be read"),
+        ("{bad", "is not valid JSON"),
+        ("[]", 'a domain description is {"attributes": [...]}'),
+        ("{}", 'a domain description is {"attributes": [...]}'),
+        ('{"attributes": [{"kind": "ordinal", "name": "age"}]}', "lacks 'low', 'high'"),
+        ('{"attributes": [{"kind": "nominal", "name": "s"}]}', "lacks 'hierarchy'"),
+        ('{"attributes": [{"kind": "ordinal", "low": 0, "high": 9}]}', "lacks 'name'"),
+        ('{"attributes": [[1]]}', "an attribute description is an object"),
+    ],
+)
+def test_domain_file_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | None, words: str
+) -> None:
+    path = tmp_path / "dom.json"
+    if text is not None:
+        path.write_text(text)
+    code, out, err = run(capsys, "recommend", "-e", "1", "--domain", str(path))
+    assert code != 0 and out == ""
+    assert "Traceback" not in err and f"--domain {str(path)!r}" in err and words in err
+
+
+def test_domain_from_dict_refuses_a_description_without_its_keys() -> None:
+    with pytest.raises(InvalidParameterError, match="lacks 'low', 'high'"):
+        fugu.Domain.from_dict({"attributes": [{"kind": "ordinal", "name": "age"}]})
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 9), fugu.Nominal("s", ["F", "M"])])
+    assert fugu.Domain.from_dict(dom.to_dict()) == dom

@@ -378,7 +378,7 @@ def _is_float(text: str) -> bool:
 
 def load_domain(data: str, attributes: tuple[str, ...], domain_file: str | None) -> Domain:
     if domain_file:
-        return Domain.from_dict(json.loads(Path(domain_file).read_text()))
+        return read_domain_file(domain_file)
     names = [a for item in attributes for a in item.split(",") if a] if attributes else []
     if data == "adult":
         from ..datasets.adult import adult_attribute, adult_domain
@@ -396,6 +396,30 @@ def load_domain(data: str, attributes: tuple[str, ...], domain_file: str | None)
             "give --attributes 'name:domain,...' or --domain FILE.json for a data file"
         )
     return Domain([parse_attribute(n, "--attributes") for n in _split_specs(attributes)])
+
+
+def read_domain_file(path: str, option: str = "--domain") -> Domain:
+    """The domain described by a JSON file, with errors that name ``option`` and the file
+    (a missing file, bad JSON or a description without its keys were raw OSError,
+    JSONDecodeError or KeyError messages, the last with a traceback)."""
+    from ..errors import FuguError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidParameterError(f"{option} {path!r} cannot be read: {why}") from None
+    try:
+        desc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidParameterError(
+            f"{option} {path!r} is not valid JSON ({exc}); write it with "
+            f"json.dumps(domain.to_dict()) or see 'Domain files' in docs/cli.md"
+        ) from None
+    try:
+        return Domain.from_dict(desc)
+    except FuguError as exc:
+        raise type(exc)(f"{option} {path!r}: {exc}") from None
 
 
 def _split_specs(attributes: tuple[str, ...]) -> list[str]:
