@@ -59,7 +59,11 @@ def test_g_values_and_greedy_bounds_scale_with_the_factor(case: int) -> None:
         g2 = m2.g_value(i)
         assert m1.g_value(i) == pytest.approx(g2 / 2, rel=1e-7, abs=1e-7)
         assert m3.g_value(i) == pytest.approx(g2 / 4, rel=1e-7, abs=1e-7)
-    assert m1.g_value(n) == float(ann.impact().max())  # G_|P| = g · largest impact, exactly
+    # G_|P| = g · the largest load at f ≡ 1, Σ_{t ∋ p} q(t), exactly (the largest impact for
+    # conjunctions; with formulas the loads are ψ, not φ·S: review 13)
+    assert m1.g_value(n) == float(m1.load_top.max())
+    if not isinstance(ann, Formulas):
+        assert m1.g_value(n) == float(ann.impact().max())
     for r in range(n + 1):  # the greedy point is the same: its value scales exactly
         assert m1.greedy_g(r) == m2.greedy_g(r) / 2
         assert m3.greedy_g(r) == m2.greedy_g(r) / 4

@@ -6,14 +6,19 @@ against 152 s for HiGHS' interior point on one G program of a ca-GrQc-shaped gra
 HiGHS through scipy (``method="highs-ipm" | "highs-ds" | "highs"``).
 
 Columns: ``f_p ∈ [0,1]`` per participant, ``z_c ∈ [0,1]`` per clause of two or more participants
-(the ∧ node), ``r_t ∈ [0,1]`` per tuple of two or more clauses (the ∨ node), and for G one ``w``.
+(the ∧ node), ``r_t ∈ [0,1]`` per tuple of two or more clauses (the ∨ node), and for G one ``w``
+and the columns ``u`` of the loads ψ (below).
 Rows: ``Σ_{p∈c} f_p − z_c ≤ |c| − 1`` per ∧ node, ``val(c) − r_t ≤ 0`` per clause of an ∨ node,
-and for G ``Σ_{t∋p} q(t) val(t) − w ≤ 0`` per participant (S_{R(t),p} = 1 in minimal DNF).
+and for G ``Σ_{t∋p} q(t) ψ_{t,p} − w ≤ 0`` per participant.
 
 * ``H_i = min Σ_t q(t) val(t)`` subject to ``Σ_p f_p = i`` (eq. 16);
 * ``G_i = g · min w`` subject to ``Σ_p f_p = i`` (eq. 19 with g = 2, the default
   ``g_factor``; any g > 0 keeps G a recursive sequence, which is all privacy needs — spec §3 —
-  while Theorem 4's accuracy bound is proved for g = 2 only; R2T's reimplementation uses 1);
+  while Theorem 4's accuracy bound is proved for g = 2 only; R2T's reimplementation uses 1).
+  **The loads are ψ_{t,p}, the part of φ_t that goes through p**, not eq. 19's φ_t·S_{t,p}:
+  both agree on conjunctions (subgraph patterns), but with ∨ in the annotations eq. 19's G is
+  not a recursive sequence (a withdrawn participant keeps its load through the other clauses)
+  and j moved by up to 21 between neighbours (see "the loads of G" below; review 13);
 * the X program (eq. 20) drops the equality and minimises ``Σ_t q(t) val(t) − Δ̂ Σ_p f_p``;
 * :meth:`LPModel.g_at_most` answers "G_i ≤ cap?" for the search for j with a reduced program,
   after two cheap certificates (a greedy feasible point, stored dual bounds).
@@ -117,20 +122,23 @@ class LPModel:
         self._greedy_g: NDArray[np.float64] = np.zeros(0)
         self._g_lower: list[tuple[float, float, int]] = []
         self.stats = LPStats()
-        #: (tuple, participant) pairs with S_{R(t),p} > 0, their S (1 in minimal DNF) and
-        #: Σ_t q(t) S_{R(t),p}: used by G, its search and X
-        if isinstance(ann, Formulas):
-            t_s, p_s, s_s = ann.sensitivity_pairs()
-            self.incidence = (t_s, p_s)
-            self.sens = s_s
-        else:
-            self.incidence = ann.incidence()
-            self.sens = np.ones(self.incidence[0].size)
+        #: Σ_t q(t) S_{R(t),p} per participant: bounds H_i − H_{i−1} (Lemma 9), used by X
         self.impact = ann.impact()
         if isinstance(ann, Formulas):
             n_cols = self._formula_rows(ann)
+            self._formula_loads(ann)
         else:
             n_cols = self._dnf_rows(ann)
+            self._dnf_loads(ann)
+        #: (tuple, participant) pairs of G's loads, and each participant's load at f ≡ 1
+        #: (Σ_{t ∋ p} q(t)): G_{|P|} / g, and the bound behind the search's pruning
+        self.incidence = (self.pair_t, self.pair_p)
+        self.load_top = np.asarray(
+            np.bincount(
+                self.pair_p, weights=ann.weights[self.pair_t], minlength=ann.n_participants
+            ),
+            dtype=np.float64,
+        )
         # objective Σ_t q(t) val(t)
         c = np.zeros(n_cols)
         np.add.at(c, self.tuple_val, ann.weights)
@@ -158,6 +166,7 @@ class LPModel:
         # value column of every clause and tuple
         first_var = ann.clause_vars[ann.clause_ptr[:-1]] if ann.n_clauses else np.zeros(0, np.int64)
         clause_val = np.where(multi_c, z_col, first_var)
+        self.clause_val = clause_val
         first_clause = ann.tuple_ptr[:-1]
         tuple_val = np.where(
             multi_t, r_col, clause_val[first_clause] if ann.n_tuples else np.zeros(0, np.int64)
@@ -252,6 +261,193 @@ class LPModel:
         self.tuple_val = ann.root.astype(np.int64)
         return n_cols
 
+    # -- the loads of G: ψ_{t,p}, the part of φ_t that goes through p --------------------------
+    # G_i = g · min_{|f|=i} max_p Σ_t q(t) ψ_{t,p}(f). ψ_{t,p} is φ of the tuple's annotation
+    # restricted to the ways p takes part: for minimal DNF the largest clause value among the
+    # clauses that hold p; for formulas, bottom-up, ψ_{leaf p,p} = f_p, ψ_{∨,p} = max of the
+    # children's ψ_{·,p}, ψ_{∧,p} = max over the children l that hold p of
+    # max(0, ψ_{l,p} + Σ_{l'≠l} φ_{l'} − (m − 1)). Then ψ ≤ φ, ψ is monotone in f, ψ_{t,p} = 0
+    # when f_p = 0, and at f_p = 0 the other participants' ψ equal those of the relation without
+    # p (same substitution argument as φ's naturalness): so G is a recursive sequence (Def. 17).
+    # The paper's load φ_t · S_{t,p} (eq. 19) is not when annotations hold ∨: with
+    # t_k = p ∨ x_k, p's load at f_p = 0 is still Σ_k q(t_k), G_i of the relation exceeds G_i of
+    # the relation without p, and j moved by 21 between those neighbours (m = 100 tuples).
+    # For conjunctions (subgraph patterns) ψ_{t,p} = φ_t = φ_t · S_{t,p}: eq. 19 unchanged.
+    def _dnf_loads(self, ann: Annotations) -> None:
+        """ψ columns of minimal DNF: φ_t where p is in every clause of t, the clause's value
+        where p is in one clause, else a column u ≥ each clause value (clauses holding p)."""
+        n_p = max(1, ann.n_participants)
+        lens = np.diff(ann.clause_ptr)
+        ncl = np.diff(ann.tuple_ptr)
+        clause_of_var = np.repeat(np.arange(ann.n_clauses), lens)
+        key = ann.clause_tuple()[clause_of_var] * np.int64(n_p) + ann.clause_vars
+        order = np.argsort(key, kind="stable")
+        uk, start, counts = np.unique(key[order], return_index=True, return_counts=True)
+        pair_t, pair_p = uk // n_p, uk % n_p
+        col = np.empty(uk.size, np.int64)
+        every = counts == ncl[pair_t]
+        col[every] = self.tuple_val[pair_t[every]]
+        one = ~every & (counts == 1)
+        col[one] = self.clause_val[clause_of_var[order[start[one]]]]
+        multi = ~every & ~one
+        n_u = int(multi.sum())
+        col[multi] = self.n_cols + np.arange(n_u)
+        entry_pair = np.repeat(np.arange(uk.size), counts)
+        sel = multi[entry_pair]
+        src = self.clause_val[clause_of_var[order]][sel]
+        target = col[entry_pair[sel]]
+        levels = [np.arange(src.size)] if src.size else []
+        self._set_loads(
+            pair_t,
+            pair_p,
+            col,
+            n_u,
+            [[int(c)] for c in src],
+            np.zeros(src.size),
+            target,
+            pair_t[entry_pair[sel]],
+            levels,
+        )
+
+    def _formula_loads(self, ann: Formulas) -> None:
+        """ψ columns of formulas, gate by gate (children before parents): a gate's own column
+        where ψ equals φ of the gate, a child's ψ column where ∨ has one way through p, else a
+        new column u with the rows of the rule above."""
+        n = ann.n_participants
+        types = ann.gate_type.tolist()
+        ptr = ann.child_ptr.tolist()
+        child = ann.child.tolist()
+        gate_tuple = ann.gate_tuple().tolist()
+        psi: list[dict[int, int]] = []
+        height: list[int] = []
+        rows_cols: list[list[int]] = []
+        rows_rhs: list[float] = []
+        rows_target: list[int] = []
+        rows_tuple: list[int] = []
+        rows_level: list[int] = []
+        next_u = self.n_cols
+        for g in range(ann.n_gates):
+            kids = child[ptr[g] : ptr[g + 1]]
+            maps = [{k: k} if k < n else psi[k - n] for k in kids]
+            h = 1 + max((height[k - n] for k in kids if k >= n), default=0)
+            height.append(h)
+            ways: dict[int, list[int]] = {}
+            for pos, mp in enumerate(maps):
+                for q in mp:
+                    ways.setdefault(q, []).append(pos)
+            m = len(kids)
+            out: dict[int, int] = {}
+            for q, where in ways.items():
+                refs = [maps[pos][q] for pos in where]
+                if types[g] == AND:
+                    if any(refs[i] == kids[pos] for i, pos in enumerate(where)):
+                        out[q] = n + g  # that child's ψ is its φ: ψ of the ∧ is its φ
+                        continue
+                    new = [
+                        [ref] + [kids[o] for o in range(m) if o != pos]
+                        for ref, pos in zip(refs, where, strict=True)
+                    ]
+                    rhs = float(m - 1)
+                else:
+                    if len(where) == m and all(
+                        ref == kids[pos] for ref, pos in zip(refs, where, strict=True)
+                    ):
+                        out[q] = n + g
+                        continue
+                    distinct = list(dict.fromkeys(refs))
+                    if len(distinct) == 1:
+                        out[q] = distinct[0]
+                        continue
+                    new = [[ref] for ref in distinct]
+                    rhs = 0.0
+                for cols in new:
+                    rows_cols.append(cols)
+                    rows_rhs.append(rhs)
+                    rows_target.append(next_u)
+                    rows_tuple.append(gate_tuple[g])
+                    rows_level.append(h)
+                out[q] = next_u
+                next_u += 1
+            psi.append(out)
+        pt: list[int] = []
+        pp: list[int] = []
+        pc: list[int] = []
+        for t, r in enumerate(ann.root.tolist()):
+            for q, c in ({r: r} if r < n else psi[r - n]).items():
+                pt.append(t)
+                pp.append(q)
+                pc.append(c)
+        lv = np.asarray(rows_level, np.int64)
+        levels = [np.flatnonzero(lv == h) for h in np.unique(lv)]
+        self._set_loads(
+            np.asarray(pt, np.int64),
+            np.asarray(pp, np.int64),
+            np.asarray(pc, np.int64),
+            next_u - self.n_cols,
+            rows_cols,
+            np.asarray(rows_rhs),
+            np.asarray(rows_target, np.int64),
+            np.asarray(rows_tuple, np.int64),
+            levels,
+        )
+
+    def _set_loads(
+        self,
+        pair_t: NDArray[np.int64],
+        pair_p: NDArray[np.int64],
+        pair_col: NDArray[np.int64],
+        n_u: int,
+        row_cols: list[list[int]],
+        rhs: NDArray[np.float64],
+        target: NDArray[np.int64],
+        row_tuple: NDArray[np.int64],
+        levels: list[NDArray[np.int64]],
+    ) -> None:
+        """Store the ψ structure: rows ``Σ cols − u ≤ rhs`` (u = target column)."""
+        order = np.lexsort((pair_p, pair_t))
+        self.pair_t, self.pair_p, self.pair_col = pair_t[order], pair_p[order], pair_col[order]
+        self.n_u = int(n_u)
+        n_rows = len(row_cols)
+        self.n_psi_rows = n_rows
+        lens = np.fromiter((len(c) for c in row_cols), np.int64, n_rows)
+        flat = np.fromiter((c for cols in row_cols for c in cols), np.int64, int(lens.sum()))
+        r_expr = np.repeat(np.arange(n_rows), lens)
+        width = self.n_cols + self.n_u
+        self._psi_expr = sp.csr_array((np.ones(flat.size), (r_expr, flat)), shape=(n_rows, width))
+        self._psi_target = target
+        self._psi_levels = levels
+        self.psi_rows = (
+            np.concatenate([r_expr, np.arange(n_rows)]),
+            np.concatenate([flat, target]),
+            np.concatenate([np.ones(flat.size), -np.ones(n_rows)]),
+        )
+        self.psi_rhs = np.asarray(rhs, np.float64)
+        self.psi_row_tuple = np.asarray(row_tuple, np.int64)
+
+    def _column_values(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The value of every column of the H program at presence ``f`` (φ of each node)."""
+        x = np.zeros(self.n_cols + self.n_u)
+        ann = self.ann
+        if isinstance(ann, Formulas):
+            x[: self.n_cols] = ann.node_values(f)
+            return x
+        x[: self.n_f] = f
+        if ann.n_clauses:
+            lens = np.diff(ann.clause_ptr)
+            sums = np.add.reduceat(f[ann.clause_vars], ann.clause_ptr[:-1])
+            cval = np.maximum(0.0, sums - (lens - 1))
+            x[self.clause_val] = cval
+            x[self.tuple_val] = np.maximum.reduceat(cval, ann.tuple_ptr[:-1])
+        return x
+
+    def psi_values(self, f: NDArray[np.float64]) -> NDArray[np.float64]:
+        """ψ_{t,p}(f) for every (tuple, participant) pair of :attr:`incidence`."""
+        x = self._column_values(f)
+        for sel in self._psi_levels:
+            vals = self._psi_expr[sel] @ x - self.psi_rhs[sel]
+            np.maximum.at(x, self._psi_target[sel], vals)  # u starts at 0: max(0, rows)
+        return x[self.pair_col]
+
     # -- matrices ------------------------------------------------------------------------------
     def _a_base(self, extra_cols: int = 0) -> sp.csr_array:
         r, c, v = self.base
@@ -265,34 +461,37 @@ class LPModel:
 
     @property
     def a_g(self) -> sp.csr_array:
+        """G's rows: the base rows, the ψ rows (columns u after the base columns) and one load
+        row ``Σ_t q(t) ψ_{t,p} − w ≤ 0`` per participant (w the last column)."""
         if self._a_g is None:
             t, p = self.incidence
-            w_col = self.n_cols
-            r0 = self.n_base_rows
+            w_col = self.n_cols + self.n_u
+            r0 = self.n_base_rows + self.n_psi_rows
             used = np.unique(p)
             row_of_p = np.full(self.ann.n_participants, -1, np.int64)
             row_of_p[used] = r0 + np.arange(used.size)
             r, c, v = self.base
-            rows = np.concatenate([r, row_of_p[p], row_of_p[used]])
-            cols = np.concatenate([c, self.tuple_val[t], np.full(used.size, w_col)])
-            vals = np.concatenate([v, self.ann.weights[t] * self.sens, -np.ones(used.size)])
-            a = sp.coo_array((vals, (rows, cols)), shape=(r0 + used.size, self.n_cols + 1)).tocsr()
+            pr, pc, pv = self.psi_rows
+            rows = np.concatenate([r, self.n_base_rows + pr, row_of_p[p], row_of_p[used]])
+            cols = np.concatenate([c, pc, self.pair_col, np.full(used.size, w_col)])
+            vals = np.concatenate([v, pv, self.ann.weights[t], -np.ones(used.size)])
+            shape = (r0 + used.size, w_col + 1)
+            a = sp.coo_array((vals, (rows, cols)), shape=shape).tocsr()
             a.sum_duplicates()
             self._a_g = a
-            self._g_rhs = np.concatenate([self.base_rhs, np.zeros(used.size)])
+            self._g_rhs = np.concatenate([self.base_rhs, self.psi_rhs, np.zeros(used.size)])
         return self._a_g
 
     def _bounds(self, g: bool) -> NDArray[np.float64]:
-        ub = np.ones(self.n_cols + (1 if g else 0))
+        ub = np.ones(self.n_cols + (self.n_u + 1 if g else 0))
         if g:
-            # w bounds the largest load Σ_t q(t) S_{R(t),p} φ_t(f) ≤ impact_p (loads only fall
-            # with f). Not Σ_t q(t): with formulas S can exceed 1, so a load can exceed the total
-            # weight, and that bound made the G programs infeasible (doubled for float safety).
-            ub[-1] = max(1.0, 2.0 * float(self.impact.max(initial=0.0)))
+            # w bounds the largest load Σ_t q(t) ψ_{t,p}(f) ≤ Σ_{t∋p} q(t) (ψ ≤ 1); doubled
+            # for float safety
+            ub[-1] = max(1.0, 2.0 * float(self.load_top.max(initial=0.0)))
         return np.stack([np.zeros_like(ub), ub], axis=1)
 
     def _eq(self, g: bool) -> sp.csr_array:
-        n = self.n_cols + (1 if g else 0)
+        n = self.n_cols + (self.n_u + 1 if g else 0)
         return sp.csr_array(
             (np.ones(self.n_f), (np.zeros(self.n_f, np.int64), np.arange(self.n_f))), shape=(1, n)
         )
@@ -385,16 +584,17 @@ class LPModel:
         )
 
     def g_value(self, i: int) -> float:
-        """G_i = g · min_f max_p Σ_t q(t) φ_t(f) S_{t,p} with |f| = i (eq. 19: g = 2)."""
+        """G_i = g · min_f max_p Σ_t q(t) ψ_{t,p}(f) with |f| = i (eq. 19's shape, g = 2 by
+        default; ψ_{t,p} = φ_t · S_{t,p} for conjunctions, see "the loads of G")."""
         if i <= 0:
             return 0.0
         if i >= self.n_f:
-            return self.g_factor * float(self.impact.max(initial=0.0))
+            return self.g_factor * float(self.load_top.max(initial=0.0))
         if i in self._g_cache:
             return self._g_cache[i]
         a = self.a_g
         assert self._g_rhs is not None
-        c = np.zeros(self.n_cols + 1)
+        c = np.zeros(self.n_cols + self.n_u + 1)
         c[-1] = 1.0
         res = self._solve(
             f"G[{i}]",
@@ -412,11 +612,11 @@ class LPModel:
     def g_at_most(self, i: int, cap: float) -> bool:
         """Whether G_i ≤ cap, by a smaller program than :meth:`g_value` (same answer).
 
-        With g the factor of G (:attr:`g_factor`): a participant whose load at f ≡ 1 (its impact
-        Σ_t q(t) S_{R(t),p}) is at most cap/g can never push max_p above cap/g (φ is monotone,
-        so loads only fall as f falls): its row is left out. Tuples that involve no remaining
-        participant then constrain nothing and are left out too, and the participants that
-        occur only in those tuples keep one pooled slack:
+        With g the factor of G (:attr:`g_factor`): a participant whose load at f ≡ 1
+        (:attr:`load_top`, Σ_{t∋p} q(t)) is at most cap/g can never push max_p above cap/g (ψ
+        is monotone, so loads only fall as f falls): its row is left out. Tuples that involve no
+        remaining participant then constrain nothing and are left out too, and the participants
+        that occur only in those tuples keep one pooled slack:
         ``Σ_{kept} f_p ≥ i − (number left out)`` (G is nondecreasing in f, so "≥" and "=" give
         the same minimum). The minimum of this program is ≤ cap/g exactly when G_i ≤ cap.
         """
@@ -432,7 +632,7 @@ class LPModel:
         gf = self.g_factor
         if any(gf * (c0 + slope * (n_out - i)) > cap for c0, slope, n_out in self._g_lower):
             return False  # a dual bound valid at every index already exceeds cap
-        hot = self.impact > cap / gf
+        hot = self.load_top > cap / gf
         if not hot.any():
             return True
         a = self.a_g
@@ -441,10 +641,11 @@ class LPModel:
         keep_t = np.zeros(self.ann.n_tuples, bool)
         keep_t[t[hot[p]]] = True
         used = np.unique(p)
+        row_tuple = np.concatenate([self.row_tuple, self.psi_row_tuple])
         rows = np.concatenate(
             [
-                np.flatnonzero(keep_t[self.row_tuple]),
-                self.n_base_rows + np.flatnonzero(hot[used]),
+                np.flatnonzero(keep_t[row_tuple]),
+                row_tuple.size + np.flatnonzero(hot[used]),
             ]
         )
         sub = a[rows]
@@ -475,7 +676,7 @@ class LPModel:
         """An upper bound on G_{|P|−r}: g · the largest load after r greedy removals.
 
         Greedy: r times, set f_p = 0 for the participant with the largest current load
-        Σ_t q(t) φ_t(f) S_{t,p}. The point is feasible for the G program at index |P| − r, so
+        Σ_t q(t) ψ_{t,p}(f). The point is feasible for the G program at index |P| − r, so
         its objective bounds G from above (used only to skip programs, never as a value).
         """
         r = int(removals)
@@ -489,9 +690,7 @@ class LPModel:
         f = np.ones(n)
         out = np.empty(min(r_max, n) + 1)
         for r in range(out.size):
-            loads = np.bincount(
-                p, weights=self.ann.weights[t] * self.sens * self.ann.evaluate(f)[t], minlength=n
-            )
+            loads = np.bincount(p, weights=self.ann.weights[t] * self.psi_values(f), minlength=n)
             out[r] = self.g_factor * float(loads.max(initial=0.0))
             if r < out.size - 1:
                 f[int(np.argmax(np.where(f > 0, loads, -1.0)))] = 0.0

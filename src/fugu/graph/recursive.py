@@ -18,9 +18,13 @@ sensitivity instead (spec ``recursive_mechanism.md`` Secs. 3 and 5):
 4. X̂ = X + Lap(Δ̂/ε2): ε2-DP given Δ̂. Total ε = ε1 + ε2 (Theorem 1).
 
 H and G are the φ-relaxed sequences of Sec. 5 (eqs. 16 and 19): H_i is the least answer when only
-"i participants' worth" of fractional presence is kept; G is a 2-bounding sequence of H built
-from the φ-sensitivities. Both come from linear programs (:mod:`fugu.graph.lp`: Clarabel's
-interior point by default, HiGHS on request); j is found by binary search on "G_{|P|−j} ≤ θe^{jβ}",
+"i participants' worth" of fractional presence is kept; G bounds its slopes. G's loads are
+ψ_{t,p}, the part of φ_t through p (:mod:`fugu.graph.lp`): equal to eq. 19's φ_t·S_{t,p} on
+conjunctions (subgraph counts), but eq. 19 is not a recursive sequence once annotations hold ∨
+(a union or projection), which Lemma 1 — and so ε1 — needs; ψ is (review 13). The 2-bounding
+property (Theorem 4, accuracy only) held on every case tested with ψ but is not proved for it.
+Both come from linear programs (:mod:`fugu.graph.lp`: Clarabel's interior point by default,
+HiGHS on request); j is found by binary search on "G_{|P|−j} ≤ θe^{jβ}",
 each step a reduced program with the same yes/no answer (:meth:`LPModel.g_at_most`).
 Expected error (Theorem 1 with g = 2): with probability ≥ 1 − e^{−με1/β} − e^{−c},
 ``|X̂ − q| ≤ e^{2μ} Δ* c/ε2 + 2 ⌈ln(Δ*/θ)/β⌉ G_{|P|}``, Δ* = max(θ, e^β G_{|P|}); for subgraph
