@@ -290,3 +290,24 @@ def test_simulate_numbers_are_checked_by_option(args, words, tmp_path, monkeypat
     _, err = capsys.readouterr()
     assert code != 0 and words in err
     assert not (tmp_path / "r.html").exists()
+
+
+# -- review 14: with --engine, a report file without a header is refused ---------------------------
+# 'fugu ldp aggregate a.parquet b.parquet --engine duckdb' decoded b (made at epsilon 3, its
+# schema metadata lost in a copy) with a's parameters (epsilon 1) and released without a word.
+def test_aggregate_engine_refuses_a_file_without_header(tmp_path, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    import fugu
+
+    dom = fugu.Domain([fugu.Ordinal("v", 0, 9)])
+    a = fugu.ldp.GRR(dom, 1.0).client(fugu.RandomSource(seed=1)).perturb({"v": [1] * 100})
+    a.save(tmp_path / "a.parquet")
+    b = fugu.ldp.GRR(dom, 3.0).client(fugu.RandomSource(seed=1)).perturb({"v": [2] * 100})
+    pq.write_table(b.to_arrow().replace_schema_metadata(None), tmp_path / "b.parquet")
+    for engine in ("duckdb", "numpy"):
+        code = main(["ldp", "aggregate", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"),
+                     "--engine", engine])  # fmt: skip
+        _, err = capsys.readouterr()
+        assert code != 0 and "'b.parquet'" in err.replace(str(tmp_path) + "/", "")
+        assert "no fugu.ldp header" in err

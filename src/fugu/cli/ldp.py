@@ -483,7 +483,16 @@ def register(cli: click.Group) -> None:
                     bar.update(1)
         else:
             from ..engines.ldp import read_header
+            from ..errors import ReportError
 
+            for p in reports:  # a file without a header would be decoded as the first one's
+                if read_header(p) is None and Path(p).suffix.lower() not in _JSONL_SUFFIXES:
+                    raise ReportError(
+                        f"report file {p!r} carries no fugu.ldp header (schema metadata), so "
+                        f"nothing says which protocol, epsilon and domain made its reports; "
+                        f"ask its client to write it with fugu.ldp.Reports.save (or to keep "
+                        f"the metadata when copying it)"
+                    )
             header = read_header(reports[0])
             if header is None:  # JSON lines carry their header on the first line
                 header = Reports.load(reports[0]).header()
@@ -498,6 +507,9 @@ def register(cli: click.Group) -> None:
         if bar is not None:
             bar.close()
         return proto, agg
+
+
+_JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")  # their header is their first line
 
 
 def _refuse_repeated_files(reports: tuple[str, ...]) -> None:
