@@ -229,3 +229,21 @@ def test_domain_from_dict_refuses_a_description_without_its_keys() -> None:
         fugu.Domain.from_dict({"attributes": [{"kind": "ordinal", "name": "age"}]})
     dom = fugu.Domain([fugu.Ordinal("age", 0, 9), fugu.Nominal("s", ["F", "M"])])
     assert fugu.Domain.from_dict(dom.to_dict()) == dom
+
+
+# -- 7. -o budget= takes per-level shares ---------------------------------------------------------
+# 'fugu release -m hierarchical -o budget=1,2,4' reached the library as the text '1,2,4' and was
+# refused with "budget must be one of [...] or per-level shares", which the CLI could not give.
+def test_hierarchical_budget_shares_from_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    code, out, err = run(
+        capsys, "release", "-m", "hierarchical", "-a", "age", "-e", "1", "--branching", "5",
+        "-o", "budget=1,2,4", "--seed", "1", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    shares = json.loads(out)["guarantee"]["parameters"]["level_shares"][0]
+    assert shares == pytest.approx([0, 1 / 7, 2 / 7, 4 / 7])
+    code, _, err = run(capsys, "release", "-m", "hierarchical", "-a", "age", "-e", "1",
+                       "-o", "budget=1,x")  # fmt: skip
+    assert code != 0 and "-o budget=1,x" in err

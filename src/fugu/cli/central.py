@@ -30,7 +30,7 @@ def _hierarchical(
         hist,
         epsilon,
         branching=options.get("branching"),
-        budget=options.get("budget", "optimal"),
+        budget=_budget_option(options.get("budget", "optimal")),
         consistency=bool_option(options, "consistency", True),
         nonnegative=bool_option(options, "nonnegative", False),
         flat=[f for f in str(options["flat"]).split(",") if f] if options.get("flat") else None,
@@ -39,6 +39,24 @@ def _hierarchical(
         rng=rng,
         accountant=accountant,
     )
+
+
+def _budget_option(value: Any) -> Any:
+    """``-o budget=uniform`` or per-level shares ``-o budget=1,2,4`` (top level first): the
+    shares reached the library as the text '1,2,4', which it refused although the error
+    offered per-level shares."""
+    from ..errors import InvalidParameterError
+
+    if not isinstance(value, str) or "," not in value:
+        return value
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        raise InvalidParameterError(
+            f"-o budget={value}: per-level shares are numbers separated by commas, top level "
+            f"first (e.g. -o budget=1,2,4), or one of optimal, uniform, geometric"
+        ) from None
 
 
 def _hat_tree(
@@ -95,7 +113,7 @@ register_mechanism(
         "hierarchical",
         _hierarchical,
         "central-dp",
-        "b-ary trees + least squares (--branching B, -o budget=uniform, "
+        "b-ary trees + least squares (--branching B, -o budget=uniform or 1,2,4, "
         "-o consistency=false, -o nonnegative=true, -o flat=sex; cubes: "
         "-o strategy=auto|trees|kronecker)",
         options=("branching", "budget", "consistency", "nonnegative", "flat", "strategy"),
