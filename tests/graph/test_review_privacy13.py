@@ -327,3 +327,25 @@ def test_g_is_recursive_for_every_withdrawal_of_random_formulas(kind: str, seed:
         r1 = rel.withdraw(p)
         a1 = r1.compile([w_of[t] for t in r1.tuples()])
         _check_recursive(g2, _g_seq(LPM.LPModel(a1)), (a2.n_participants - 1) - a1.n_participants)
+
+
+def test_a_g_program_the_interior_point_leaves_almost_solved_is_retried() -> None:
+    """Edge-DP 2-triangle count on K5 minus the edge 2-3 (β = 0.05, θ = 2.5): Clarabel stops one
+    reduced G program at 'AlmostSolved' and the release raised SolverError after the budget was
+    spent — a failure that depends on the graph (its neighbours released). G programs had no
+    fallback (only the certified H/X programs retried with dual simplex); every program now
+    retries with dual simplex before refusing."""
+    G = nx.complete_graph(5)
+    G.remove_edge(2, 3)
+    for gf in (2.0, 1.0):
+        rel = fugu.graph.count(
+            G,
+            "2-triangle",
+            1.0,
+            unit="edge",
+            beta=0.05,
+            theta=2.5 if gf == 2.0 else 1.0,
+            g_factor=gf,
+            rng=fugu.RandomSource(seed=0),
+        )
+        assert math.isfinite(rel.value)

@@ -508,22 +508,30 @@ class LPModel:
         bounds: NDArray[np.float64],
         method: str,
     ) -> LPResult:
-        if self.progress is not None:
-            self.progress(label)
-        t0 = time.perf_counter()
-        solver = _solve_clarabel if method == "clarabel" else _solve_highs
-        res = solver(c, a, b, a_eq, b_eq, bounds, method, self.time_limit)
-        dt = time.perf_counter() - t0
-        self.stats.n_solves += 1
-        self.stats.seconds += dt
-        self.stats.per_lp.append((label, dt))
-        if not res.ok:
-            # the program's kind only: its index (|P| − j, |P| private under node DP) and the cap
-            # of the search for j depend on the data, and the budget is already spent here
-            raise SolverError(
-                f"the {_kind(label)} linear program did not solve ({method}: {res.message})"
-            )
-        return res
+        # A solver that stops short (Clarabel's "AlmostSolved" on a degenerate program) is
+        # retried with dual simplex: a failure here comes after the budget is spent and depends
+        # on the data, so it must be as rare as the solvers allow.
+        first: LPResult | None = None
+        for m in dict.fromkeys((method, "highs-ds")):
+            if self.progress is not None:
+                self.progress(label)
+            t0 = time.perf_counter()
+            solver = _solve_clarabel if m == "clarabel" else _solve_highs
+            res = solver(c, a, b, a_eq, b_eq, bounds, m, self.time_limit)
+            dt = time.perf_counter() - t0
+            self.stats.n_solves += 1
+            self.stats.seconds += dt
+            self.stats.per_lp.append((label, dt))
+            if res.ok:
+                return res
+            first = first or res
+        assert first is not None
+        # the program's kind only: its index (|P| − j, |P| private under node DP) and the cap
+        # of the search for j depend on the data, and the budget is already spent here
+        also = "" if method == "highs-ds" else "; dual simplex failed too"
+        raise SolverError(
+            f"the {_kind(label)} linear program did not solve ({method}: {first.message}{also})"
+        )
 
     def h_value(self, i: int, tau: float = math.inf) -> float:
         """H_i, certified to within ``tau`` when ``tau`` is finite (else the solver's value)."""
