@@ -357,15 +357,31 @@ class PrefixSums:
 
 
 # -- error metrics ------------------------------------------------------------------------
+def _pair(
+    estimates: ArrayLike, truth: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Estimates and truth as float arrays of one shape: numpy would broadcast a truth of
+    another length (3 estimates against 1 true answer) into a wrong error without a word."""
+    e, t = np.asarray(estimates, np.float64), np.asarray(truth, np.float64)
+    if e.shape != t.shape:
+        raise InvalidParameterError(
+            f"estimates and truth must have the same shape (one true answer per estimate), got "
+            f"{e.shape} and {t.shape}"
+        )
+    if e.size == 0:
+        raise InvalidParameterError("estimates and truth are empty: no error to measure")
+    return e, t
+
+
 def mae(estimates: ArrayLike, truth: ArrayLike) -> float:
     """Mean absolute error."""
-    e, t = np.asarray(estimates, np.float64), np.asarray(truth, np.float64)
+    e, t = _pair(estimates, truth)
     return float(np.mean(np.abs(e - t)))
 
 
 def rmse(estimates: ArrayLike, truth: ArrayLike) -> float:
     """Root mean squared error."""
-    e, t = np.asarray(estimates, np.float64), np.asarray(truth, np.float64)
+    e, t = _pair(estimates, truth)
     return float(np.sqrt(np.mean((e - t) ** 2)))
 
 
@@ -373,9 +389,9 @@ def relative_error(
     estimates: ArrayLike, truth: ArrayLike, sanity_bound: float
 ) -> NDArray[np.float64]:
     """|est − true| / max(true, sanity_bound), per query (Privelet uses 0.1% of n as the bound)."""
-    e, t = np.asarray(estimates, np.float64), np.asarray(truth, np.float64)
-    if sanity_bound <= 0:
-        raise InvalidParameterError(f"sanity_bound must be > 0, got {sanity_bound}")
+    e, t = _pair(estimates, truth)
+    if not sanity_bound > 0 or not math.isfinite(sanity_bound):  # NaN gave NaN errors
+        raise InvalidParameterError(f"sanity_bound must be a number > 0, got {sanity_bound}")
     return np.abs(e - t) / np.maximum(t, sanity_bound)
 
 

@@ -247,3 +247,21 @@ def test_hierarchical_budget_shares_from_the_cli(capsys: pytest.CaptureFixture[s
     code, _, err = run(capsys, "release", "-m", "hierarchical", "-a", "age", "-e", "1",
                        "-o", "budget=1,x")  # fmt: skip
     assert code != 0 and "-o budget=1,x" in err
+
+
+# -- 8. error metrics refuse estimates and truths of different shapes -----------------------------
+# mae([1, 2, 3], [1]) broadcast the one true answer to all three (1.0, no error); relative_error
+# with sanity_bound NaN returned NaN errors.
+def test_error_metrics_refuse_mismatched_shapes() -> None:
+    from fugu.queries import mae, relative_error, rmse
+
+    for fn in (mae, rmse):
+        with pytest.raises(InvalidParameterError, match="same shape"):
+            fn([1.0, 2.0, 3.0], [1.0])
+        with pytest.raises(InvalidParameterError, match="empty"):
+            fn([], [])
+        assert fn([1.0, 3.0], [1.0, 1.0]) == pytest.approx(1.0 if fn is mae else 2**0.5)
+    with pytest.raises(InvalidParameterError, match="same shape"):
+        relative_error([1.0, 2.0], [[1.0, 2.0]], 1.0)
+    with pytest.raises(InvalidParameterError, match="sanity_bound"):
+        relative_error([1.0], [1.0], float("nan"))
