@@ -464,3 +464,15 @@ def test_bad_header_fields_fail_the_cli_in_one_line(
     code = main(["ldp", "aggregate", str(path)])
     out, err = capsys.readouterr()
     assert code != 0 and "'version' must be an integer" in err and "Traceback" not in err
+
+
+# -- review 14: the float 2^63 in an integer column is out of type range, never wrapped ----------
+# The numpy path compared with "arr > 2^63 - 1", whose right side rounds to 2.0**63, so a report
+# value of exactly 2.0**63 passed and the cast wrapped it to -2^63 (the object path was exact).
+def test_two_to_the_63_as_a_float_is_not_wrapped() -> None:
+    col = np.array([2.0**63, 3.0, -(2.0**63), 2.0**63 - 1024])
+    cols, rejected = clean_batch({"y": "int"}, {"y": col})
+    assert cols["y"].tolist() == [3, -(2**63), 2**63 - 1024]
+    assert dict(rejected) == {"out of type range": 1}
+    cols, rejected = clean_batch({"y": "int"}, {"y": col.astype(object)})  # same as objects
+    assert cols["y"].tolist() == [3, -(2**63), 2**63 - 1024]

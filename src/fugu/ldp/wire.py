@@ -138,7 +138,9 @@ def _scalars(values: Any, spec: str) -> tuple[np.ndarray, np.ndarray]:
     if kind == "f":
         nan = np.isnan(arr)
         with np.errstate(invalid="ignore"):
-            out_of = ~nan & ((arr < lo) | (arr > hi) | np.isinf(arr))
+            # hi + 1 (2^63, 2^32) is exact as a float; "arr > hi" rounded hi = 2^63 - 1 up to
+            # 2^63, so 2.0**63 passed and the cast wrapped it to -2^63
+            out_of = ~nan & ((arr < lo) | (arr >= float(hi + 1)) | np.isinf(arr))
             frac = ~nan & ~out_of & (arr != np.floor(arr))
         codes[frac] = WRONG_TYPE
         codes[out_of] = OUT_OF_TYPE
