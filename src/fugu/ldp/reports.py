@@ -129,7 +129,14 @@ class Reports:
         }
 
     def take(self, index: ArrayLike) -> Reports:
-        """The reports at ``index`` (an integer array or boolean mask): a partition."""
+        """The reports at ``index`` (an integer array or boolean mask): a partition.
+
+        The rows rejected while the batch was read (:attr:`malformed`, :attr:`invalid`) belong
+        to no partition and are not carried over (each part would count them again). To keep
+        them in the release's record when aggregating the parts, add them once:
+        ``agg.add_partial(protocol.empty_state(), 0, {"malformed": batch.malformed,
+        **batch.invalid})``.
+        """
         idx = np.asarray(index)
         cols = {k: v[idx] for k, v in self.columns.items()}
         n = int(idx.sum()) if idx.dtype == bool else int(idx.size)
