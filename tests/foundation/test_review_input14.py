@@ -265,3 +265,36 @@ def test_error_metrics_refuse_mismatched_shapes() -> None:
         relative_error([1.0, 2.0], [[1.0, 2.0]], 1.0)
     with pytest.raises(InvalidParameterError, match="sanity_bound"):
         relative_error([1.0], [1.0], float("nan"))
+
+
+# -- 9. --out in a directory that does not exist is refused before anything is spent -------------
+# 'fugu ldp perturb ... --out nodir/r.jsonl --ledger L' charged the users' epsilon, then failed to
+# write the reports ("[Errno 2] No such file or directory"); 'fugu ldp aggregate --out nodir/x.npz'
+# and 'fugu release --out nodir/x.npz' likewise: budget spent on a release nobody received.
+def test_out_in_a_missing_directory_is_refused_before_the_ledger(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = _csv(tmp_path, "v\n1\n2\n3\n")
+    ledger = tmp_path / "l.json"
+    assert run(capsys, "ledger", "init", str(ledger), "--total", "5", "--model", "ldp")[0] == 0
+    dom = fugu.Domain([fugu.Ordinal("v", 0, 9)])
+    reports = fugu.ldp.GRR(dom, 1.0).client(fugu.RandomSource(seed=1)).perturb({"v": [1] * 20})
+    rpath = reports.save(tmp_path / "r.jsonl")
+    missing = tmp_path / "nodir"
+    commands = [
+        ["ldp", "perturb", "--data", str(data), "-a", "v:0..9", "-m", "grr", "-e", "1",
+         "--out", str(missing / "r.jsonl"), "--ledger", str(ledger)],
+        ["ldp", "aggregate", str(rpath), "--out", str(missing / "x.npz"), "--ledger", str(ledger)],
+    ]  # fmt: skip
+    for args in commands:
+        code, _, err = run(capsys, *args)
+        assert code != 0 and "does not exist" in err and "'--out'" in err
+    assert fugu.Accountant.load(ledger).spent == 0
+    central = tmp_path / "c.json"
+    assert (
+        run(capsys, "ledger", "init", str(central), "--total", "5", "--model", "central-dp")[0] == 0
+    )
+    code, _, err = run(capsys, "release", "-a", "age", "-m", "laplace", "-e", "1",
+                       "--out", str(missing / "x.npz"), "--ledger", str(central))  # fmt: skip
+    assert code != 0 and "does not exist" in err
+    assert fugu.Accountant.load(central).spent == 0

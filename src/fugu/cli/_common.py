@@ -657,12 +657,24 @@ def refuse_overwriting(
     """Refuse an output path that is one of the command's inputs (``inputs``: (what it is, its
     path) pairs), before anything is read or charged: writing it would destroy that file (the
     private data itself, for ``--data``; the record of the budget spent, for ``--ledger``).
+    Also refused: a path whose directory does not exist or is not writable (the write failed
+    after the release was made and its ledger charged).
     ``release``: ``out`` is written by :meth:`fugu.Release.save`, which adds ``.npz``."""
     if not out:
         return
     target = Path(out)
     if release and target.suffix != ".npz":  # the path Release.save writes
         target = target.with_suffix(target.suffix + ".npz")
+    parent = target.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        # the release would be computed (and a ledger charged) before the write failed
+        why = "does not exist" if not parent.exists() else (
+            "is not a directory" if not parent.is_dir() else "is not writable")  # fmt: skip
+        raise click.BadParameter(
+            f"{out!r}: the directory {str(parent)!r} {why}; create it or choose another path "
+            f"(nothing was read or spent)",
+            param_hint=f"'{option}'",
+        )
     for what, path in inputs:
         if not path:
             continue
