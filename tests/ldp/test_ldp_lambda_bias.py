@@ -62,19 +62,73 @@ def test_tdg_exact_grids_less_biased(data) -> None:  # type: ignore[no-untyped-d
     assert np.abs(res["pchip"]).mean() * 2 < np.abs(res["uniform"]).mean()
 
 
-def test_cell_values_keeps_cells_and_is_non_negative() -> None:
+@pytest.mark.parametrize("method", ["pchip", "logsmooth"])
+def test_cell_values_keeps_cells_and_is_non_negative(method: str) -> None:
     rng = np.random.default_rng(1)
     for _ in range(50):
         c = int(rng.integers(2, 80))
         g = int(rng.integers(1, c + 1))
         e = (np.arange(g + 1) * c) // g
         counts = rng.exponential(5.0, g) * (rng.random(g) > 0.3)
-        v = cell_values(e, counts)
+        v = cell_values(e, counts, method=method)
         assert v.shape == (c,) and np.all(v >= 0)
         np.testing.assert_allclose(np.add.reduceat(v, e[:-1]), counts, atol=1e-9)
+        assert np.all(v[np.repeat(counts == 0, np.diff(e))] <= 1e-9)  # empty cells stay empty
     # constant density stays uniform; a one-cell grid is uniform
-    np.testing.assert_allclose(cell_values([0, 4, 8, 12], [4.0, 4.0, 4.0]), np.ones(12))
-    np.testing.assert_allclose(cell_values([0, 5], [10.0]), np.full(5, 2.0))
+    np.testing.assert_allclose(
+        cell_values([0, 4, 8, 12], [4.0, 4.0, 4.0], method=method), np.ones(12)
+    )
+    np.testing.assert_allclose(cell_values([0, 5], [10.0], method=method), np.full(5, 2.0))
+
+
+def test_log_smooth_recovers_geometric_data_exactly() -> None:
+    """Known answer: counts proportional to r^v have a straight log-density, which the
+    log-smooth spread finds exactly from any cells (PCHIP does not)."""
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        c = int(rng.integers(6, 70))
+        cuts = np.sort(
+            rng.choice(np.arange(1, c), size=int(rng.integers(1, min(c - 1, 8))), replace=False)
+        )
+        e = np.concatenate([[0], cuts, [c]])
+        v = 1000.0 * float(rng.uniform(0.6, 1.4)) ** np.arange(c)
+        counts = np.add.reduceat(v, e[:-1])
+        np.testing.assert_allclose(cell_values(e, counts, method="logsmooth"), v, rtol=1e-5)
+    v = 0.7 ** np.arange(16)
+    pchip = cell_values([0, 8, 16], [v[:8].sum(), v[8:].sum()])
+    assert np.abs(pchip - v).max() > 0.05  # the test can fail: PCHIP misses the shape
+
+
+def test_log_smooth_fits_each_run_of_positive_cells_alone() -> None:
+    """An empty cell splits the values into independent fits: the curve on one side does not
+    depend on the other side's counts (and does not bend toward the empty cell)."""
+    a = cell_values([0, 4, 8, 12, 16, 20], [8.0, 2.0, 0.0, 5.0, 1.0], method="logsmooth")
+    b = cell_values([0, 4, 8, 12, 16, 20], [8.0, 2.0, 0.0, 50.0, 3.0], method="logsmooth")
+    np.testing.assert_allclose(a[:8], b[:8])
+    alone = cell_values([0, 4, 8], [8.0, 2.0], method="logsmooth")
+    np.testing.assert_allclose(a[:8], alone, rtol=1e-9)
+    assert np.all(a[8:12] == 0)
+
+
+def test_tdg_log_smooth_halves_the_cut_cell_error_on_a_sharp_mode() -> None:
+    """Exact grids (no noise) on the heavy-tailed Laplace data, whose margins have a sharp mode:
+    PCHIP's density at a cell edge is at most the mean of the cells beside it, so every peak
+    is flattened; the log-smooth spread keeps it. Measured with these seeds (n = 6·10^4, d = 4,
+    c = 64, 150 queries per λ): λ = 1 / 2 / 3 MAE 0.064 / 0.105 / 0.139 (PCHIP) vs
+    0.027 / 0.051 / 0.072 with g2 = 4, 0.011 / 0.022 / 0.031 vs 0.006 / 0.012 / 0.017 with
+    g2 = 8."""
+    dom = fugu.datasets.synthetic_domain(D, C)
+    cols = fugu.datasets.correlated_laplace(N, D, C, seed=3)
+    codes = np.stack([cols[a] for a in dom.names], 1)
+    for g2 in (4, 8):
+        mae = {}
+        for how in ("pchip", "logsmooth"):
+            p = TDG(dom, 2.0, g2=g2, interpolation=how)
+            g = exact_grids(p, dom, codes)
+            rel = p.release_from_grids(g, N, p.guarantee(private=False, n=N))
+            mae[how] = [np.abs(_signed_errors(rel, dom, codes, lam)).mean() for lam in (1, 2)]
+        for lam in (0, 1):
+            assert mae["logsmooth"][lam] < 0.6 * mae["pchip"][lam], (g2, mae)
 
 
 def test_interpolation_persists_and_is_checked(tmp_path, data) -> None:  # type: ignore[no-untyped-def]

@@ -13,10 +13,13 @@ Statistical test (deterministic: fixed data, query and noise seeds): on a seeded
 TDG × correlated Gaussian ρ = 0, 0.5 and Laplace data × ε = 0.5, 1, 2, 4 × λ = 3, 4; n = 6·10^4,
 d = 4, c = 32; two releases and 60 queries per cell, answers from the same releases so only the
 estimator differs), the default's MAE is within ``CELL_BOUND`` of the better estimator in every
-cell, within ``HEAVY_BOUND`` on the heavy-tailed Laplace data (HDG) and within ``MEAN_BOUND`` on
-average per method. Measured: HDG worst 1.052 (Laplace, ε = 2, λ = 4), mean 0.997; TDG worst
-1.079 (Laplace, ε = 4, λ = 3), mean 1.003 (1.000 in every other TDG cell; with 2 × 2 boxes
-TDG's weight is 1, checked below: before, those cells were up to 1.020). (A noise ramp fitted
+cell (TDG: ``TDG_CELL_BOUND``), within ``HEAVY_BOUND`` on the heavy-tailed Laplace data (HDG)
+and within ``MEAN_BOUND`` on average per method. Measured: HDG worst 1.052 (Laplace, ε = 2,
+λ = 4), mean 0.997. TDG's default margins are log-smooth and its default estimator is then
+"full" (weight 1): 1.000 in 21 of the 24 cells, 1.10–1.14 on the Laplace data at ε ≥ 2 (λ = 3,
+and λ = 4 at ε = 2), where "in-in" is better — while the log-smooth default's own MAE there is
+0.59–0.62× the old PCHIP default's (checked below). With PCHIP margins and the noise rule
+TDG's worst was 1.079 (Laplace, ε = 4, λ = 3). (A noise ramp fitted
 to the docs' n = 10^6 table, from 1.7 % to 1 % of n, had HDG's worst here at 1.155, independent
 Gaussian at ε = 1, λ = 4.) With the noise-only rule used before, HDG's worst was 1.21 (Laplace,
 ε = 4, λ = 3) and its Laplace cells reached 1.21: both bounds fail with it (checked below), and
@@ -38,6 +41,8 @@ from fugu.ldp.grids import auto_weight
 
 N, D, C = 60_000, 4, 32
 CELL_BOUND, HEAVY_BOUND, MEAN_BOUND = 1.12, 1.08, 1.03
+TDG_CELL_BOUND = 1.15  # TDG's default "full" (log-smooth margins): "in-in" is better only on the
+# Laplace data at lambda = 3 (1.141 at eps = 2, 1.129 at eps = 4) and lambda = 4, eps = 2 (1.100)
 OLD_RULE = (0.035, 0.008)  # the single rule for both methods before TDG got its own thresholds,
 # and HDG's noise-only rule before the cut-error factor
 
@@ -50,19 +55,24 @@ def _truth(codes: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def _setup(method: str, gen: str, rho: float | None, eps: float) -> tuple:  # type: ignore[type-arg]
+def _setup(
+    method: str, gen: str, rho: float | None, eps: float, interpolation: str | None = None
+) -> tuple:  # type: ignore[type-arg]
     dom = fugu.datasets.synthetic_domain(D, C)
     kw = {"rho": rho} if rho is not None else {}
     cols = getattr(fugu.datasets, f"correlated_{gen}")(N, D, C, seed=11, **kw)
     codes = np.stack([cols[a] for a in dom.names], 1)
     cls = HDG if method == "hdg" else TDG
-    rels = tuple(cls(dom, eps).simulate(codes, rng=fugu.RandomSource(seed=s)) for s in (1, 2))
+    mech = cls(dom, eps, interpolation=interpolation)
+    rels = tuple(mech.simulate(codes, rng=fugu.RandomSource(seed=s)) for s in (1, 2))
     return dom, codes, rels
 
 
-def _answers(method: str, gen: str, rho: float | None, eps: float, lam: int) -> tuple:  # type: ignore[type-arg]
+def _answers(
+    method: str, gen: str, rho: float | None, eps: float, lam: int, interpolation: str | None = None
+) -> tuple:  # type: ignore[type-arg]
     """Per release: (auto, full, in-in) answers, the truth, and the release."""
-    dom, codes, rels = _setup(method, gen, rho, eps)
+    dom, codes, rels = _setup(method, gen, rho, eps, interpolation)
     b = fugu.queries.random_workload(dom, 60, n_predicates=lam, volume=0.5, seed=lam).bounds(dom)
     t = _truth(codes, b)
     out = []
@@ -87,8 +97,8 @@ CELLS = [
 RATIOS: dict[str, list[float]] = {"hdg": [], "tdg": []}
 
 
-def _ratio(cell: tuple, combine) -> float:  # type: ignore[no-untyped-def,type-arg]
-    runs = _answers(*cell)
+def _ratio(cell: tuple, combine, interpolation: str | None = None) -> float:  # type: ignore[no-untyped-def,type-arg]
+    runs = _answers(*cell, interpolation)
     better = min(_mae(runs, lambda a, s: a["full"]), _mae(runs, lambda a, s: a["in-in"]))
     return _mae(runs, combine) / better
 
@@ -100,7 +110,9 @@ def test_auto_never_much_worse_than_either(
 ) -> None:
     ratio = _ratio((method, gen, rho, eps, lam), lambda a, s: a["auto"])
     RATIOS[method].append(ratio)
-    assert ratio <= CELL_BOUND, (method, gen, rho, eps, lam, ratio)
+    assert ratio <= (CELL_BOUND if method == "hdg" else TDG_CELL_BOUND), (
+        method, gen, rho, eps, lam, ratio,
+    )  # fmt: skip
     if method == "hdg" and gen == "laplace":
         assert ratio <= HEAVY_BOUND, (method, gen, rho, eps, lam, ratio)
 
@@ -126,9 +138,11 @@ def _noise_rule(hi: float, lo: float):  # type: ignore[no-untyped-def]
 @pytest.mark.slow
 def test_old_single_rule_fails_the_bound_on_tdg() -> None:
     """The test can fail: the rule before TDG got its own thresholds (one threshold pair for
-    both methods) leaves TDG at ε = 2 on "full", about 3–5× the error of "in-in"."""
+    both methods) leaves TDG with PCHIP margins at ε = 2 on "full", about 3–5× the error of
+    "in-in"."""
     worst = max(
-        _ratio(("tdg", "gaussian", 0.0, 2.0, lam), _noise_rule(*OLD_RULE)) for lam in (3, 4)
+        _ratio(("tdg", "gaussian", 0.0, 2.0, lam), _noise_rule(*OLD_RULE), "pchip")
+        for lam in (3, 4)
     )
     assert worst > 2 * CELL_BOUND, worst
 
@@ -152,15 +166,19 @@ def test_auto_rule_reads_only_the_release() -> None:
     data = fugu.datasets.correlated_gaussian(20_000, 3, 16, seed=1)
     other = fugu.datasets.correlated_laplace(20_000, 3, 16, seed=2)
     for cls in (HDG, TDG):
+        assert cls(dom, 1.0).interpolation == ("pchip" if cls is HDG else "logsmooth")
         for eps, want in ((0.2, 0.0), (8.0, 1.0)):
-            rel = cls(dom, eps).simulate(data, rng=fugu.RandomSource(seed=1))
-            rel2 = cls(dom, eps).simulate(other, rng=fugu.RandomSource(seed=3))
+            mech = cls(dom, eps, interpolation="pchip")  # the noise rule (TDG's default: below)
+            rel = mech.simulate(data, rng=fugu.RandomSource(seed=1))
+            rel2 = mech.simulate(other, rng=fugu.RandomSource(seed=3))
             assert rel.cell_noise == pytest.approx(rel2.cell_noise)  # data do not enter
             boxes = max(max(g.counts.shape) for g in rel._pair.values())  # public granularity
             if cls is TDG and boxes == 2:
                 want = 1.0  # 2 × 2 boxes: "full" whatever the noise
             assert rel.full_weight == rel2.full_weight == want
-            assert rel.full_weight == auto_weight(rel.cell_noise, cls.name, rel.cut_error, boxes)
+            assert rel.full_weight == auto_weight(
+                rel.cell_noise, cls.name, rel.cut_error, boxes, interpolation="pchip"
+            )
             assert rel.cut_error == cut_error(rel.grids, rel.n)  # the released grids only
             if cls is TDG:
                 assert rel.cut_error is None  # no 1-D grids: the noise rule alone
@@ -245,3 +263,39 @@ def test_tdg_box_rule_known_answers() -> None:
     assert auto_weight(0.04, "tdg", boxes=2) == 1.0
     assert auto_weight(0.04, "tdg", boxes=4) == 0.0
     assert auto_weight(0.04, "hdg", cut=0.0, boxes=2) == 0.0  # HDG: the noise and cut rule only
+
+
+def test_tdg_default_log_smooth_answers_every_release_with_full() -> None:
+    """TDG's default margins are log-smooth, and with them its "auto" weight is 1 at every
+    noise level and granularity (the noise ramp was set for PCHIP margins, whose low bias
+    inside cut cells "full" multiplied)."""
+    dom = fugu.datasets.synthetic_domain(3, 16)
+    data = fugu.datasets.correlated_gaussian(20_000, 3, 16, seed=1)
+    for eps in (0.2, 1.0, 8.0):
+        rel = TDG(dom, eps).simulate(data, rng=fugu.RandomSource(seed=1))
+        assert rel.interpolation == "logsmooth" and rel.full_weight == 1.0
+        assert "'logsmooth' interpolation" in " ".join(rel.guarantee.post_processing)
+    assert auto_weight(0.04, "tdg", boxes=8, interpolation="logsmooth") == 1.0
+    assert auto_weight(0.04, "hdg", cut=0.0, interpolation="logsmooth") == 0.0  # HDG: its rule
+
+
+@pytest.mark.slow
+def test_tdg_log_smooth_default_beats_the_pchip_default() -> None:
+    """Deterministic (fixed data, query and noise seeds; both defaults answer from the same
+    reports, so only the post-processing differs): on the grid's cells where TDG has 4 × 4 or
+    finer boxes (ε = 2, 4; λ = 1 … 4; the three data sets), the new default (log-smooth margins,
+    "full") against the old one (PCHIP margins, the noise rule). Measured: mean MAE ratio
+    0.722 over the 24 cells, 0.32–0.64 on the correlated Gaussian and Laplace data at ε = 2;
+    worse in five cells, all on independent data at λ ≥ 3 or ε = 4 (worst 1.41 at ε = 2,
+    λ = 4: "in-in" on PCHIP margins was unusually good there, its bias and PCHIP's cancelling).
+    With ε ≤ 1 the grids have 2 × 2 boxes and the two agree to 0.1 %."""
+    ratios = []
+    for gen, rho in (("gaussian", 0.0), ("gaussian", 0.5), ("laplace", None)):
+        for eps in (2.0, 4.0):
+            for lam in (1, 2, 3, 4):
+                new = _answers("tdg", gen, rho, eps, lam)
+                old = _answers("tdg", gen, rho, eps, lam, "pchip")
+                ratios.append(_mae(new, lambda a, s: a["auto"]) / _mae(old, lambda a, s: a["auto"]))
+    assert float(np.mean(ratios)) <= 0.75, ratios
+    assert max(ratios) <= 1.45, ratios
+    assert sum(r < 1 for r in ratios) >= 18, ratios

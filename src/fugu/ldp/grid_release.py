@@ -78,7 +78,11 @@ def _log_ramp(x: float, hi: float, lo: float) -> float:
 
 
 def auto_weight(
-    noise: float, method: str = "hdg", cut: float | None = None, boxes: int | None = None
+    noise: float,
+    method: str = "hdg",
+    cut: float | None = None,
+    boxes: int | None = None,
+    interpolation: str | None = None,
 ) -> float:
     """Weight of the "full" estimate in ``estimator="auto"`` (the rest goes to "in-in").
 
@@ -93,17 +97,29 @@ def auto_weight(
     two-box margins, was as good or better in all 24 such cells measured (n = 6·10^4: 12 cells,
     0.0–2.0 % better; n = 10^6, twelve releases: 12 cells, 0.0–2.0 %).
 
+    ``interpolation``: TDG with ``"logsmooth"`` margins (its default) gets weight 1. The noise
+    ramp above was set with PCHIP margins, whose low bias inside cut cells "full" multiplies;
+    with the log-smooth spread that bias is mostly gone and "in-in" keeps a bias of its own
+    (it ignores the 1-D in-fractions). Measured on the same releases (n = 10^6, d = 6,
+    c = 64, λ = 3 / 4, four releases), "full" / "in-in": at ε = 1 0.35 / 0.31 on independent
+    Gaussian data, 0.45 / 0.41 on correlated Gaussian data (ρ = 0.5) and 1.13 / 1.07 on the
+    Laplace data; at ε = 2 0.36 / 0.35, 0.48 / 0.36 and 1.05 / 0.80. "in-in" wins only on
+    the heavy-tailed data, and there the log-smooth default's MAE is 0.57–0.64× what the
+    PCHIP default's was.
+
     >>> [round(auto_weight(s), 2) for s in (0.05, 0.035, 0.0187, 0.010, 0.002)]
     [0.0, 0.0, 0.5, 1.0, 1.0]
     >>> [round(auto_weight(s, "tdg"), 2) for s in (0.007, 0.00458, 0.003)]
     [0.0, 0.5, 1.0]
     >>> auto_weight(0.04, "tdg", boxes=2), auto_weight(0.04, "tdg", boxes=4)
     (1.0, 0.0)
+    >>> auto_weight(0.04, "tdg", boxes=4, interpolation="logsmooth")
+    1.0
     >>> [round(auto_weight(0.004, "hdg", cut=k), 2) for k in (0.009, 0.0183, 0.033)]
     [1.0, 0.5, 0.0]
     """
     m = method.lower()
-    if m == "tdg" and boxes is not None and boxes <= 2:
+    if m == "tdg" and (interpolation == "logsmooth" or (boxes is not None and boxes <= 2)):
         return 1.0
     hi, lo = AUTO_NOISE.get(m, AUTO_NOISE["hdg"])
     w = _log_ramp(noise, hi, lo)
@@ -341,7 +357,9 @@ class GridRelease(Release):
         if self.estimator != "auto":
             return 1.0 if self.estimator == "full" else 0.0
         boxes = max((max(g.counts.shape) for g in self._pair.values()), default=None)
-        return auto_weight(self.cell_noise, self.method, self.cut_error, boxes)
+        return auto_weight(
+            self.cell_noise, self.method, self.cut_error, boxes, interpolation=self.interpolation
+        )
 
     def _prefix(self, key: Any, arr: NDArray[np.float64]) -> PrefixSums:
         if key not in self._ps:

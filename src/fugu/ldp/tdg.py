@@ -22,9 +22,10 @@ Algorithm (§4, spec ``ldp_range.md`` §5):
 3. **Answers.** A 2-D query sums the cells of its pair's grid; a cut cell is split by the
    paper's uniform guess (``interpolation="uniform"``) or, by default, by the product of the
    two attributes' within-cell shares read from the grids' consistent margins spread over
-   their values by monotone cubic interpolation (``"pchip"``; less biased on smooth data, the
-   same as the uniform guess when g2 = 2); λ = 1 uses the grids' (consistent) marginals;
-   λ ≥ 3 combines the 2-D answers of all C(λ, 2) pairs by weighted update (Algorithm 2;
+   their values by the smoothest log-density with their cell counts (``"logsmooth"``, which
+   keeps a sharp mode; ``"pchip"``, monotone cubic interpolation, flattens it); λ = 1 uses the
+   grids' (consistent) marginals; λ ≥ 3 combines the 2-D answers of all C(λ, 2) pairs by
+   weighted update (Algorithm 2, all four in/out cells of each pair: "full";
    :class:`~fugu.ldp.grids.GridRelease`).
 
 Expected error (§5.1): noise + sampling variance of a 2-D answer ≈ (covered cells) ·
