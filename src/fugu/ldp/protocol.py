@@ -177,6 +177,11 @@ class LDPProtocol:
         """Combine the partial states of two disjoint partitions (default: element-wise sum)."""
         return {k: a[k] + b[k] for k in a}
 
+    def sums_states(self) -> bool:
+        """Whether partial states are count arrays summed by the default :meth:`merge_state`
+        (False when a method merges its own state, as HIO keeps reports)."""
+        return type(self).merge_state is LDPProtocol.merge_state
+
     def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:
         raise NotImplementedError
 
