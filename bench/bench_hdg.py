@@ -94,7 +94,7 @@ def make(name: str, dom: fugu.Domain, eps: float) -> Any:
     return cls(dom, eps)
 
 
-def run_mae(quick: bool) -> None:
+def run_mae(quick: bool, methods: list[str] | None = None) -> None:
     n = 100_000 if quick else 1_000_000
     epsilons = [0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0]
     lams = [2, 3, 4]
@@ -121,7 +121,7 @@ def run_mae(quick: bool) -> None:
         for eps in epsilons:
             res: dict[str, dict[int, float]] = {}
             secs: dict[str, float] = {}
-            for m in METHODS:
+            for m in methods or METHODS:
                 proto = make(m, dom, eps)
                 if proto is None:
                     continue
@@ -286,7 +286,7 @@ for run in cfg["runs"]:
 
 def run_peers(
     quick: bool, n: int | None, src: str, cache: str, seeds: int, data: str = "gaussian",
-    epsilons: list[float] | None = None,
+    epsilons: list[float] | None = None, methods: list[str] | None = None,
 ) -> None:  # fmt: skip
     """fugu TDG/HDG vs the authors' code (see the module docstring)."""
     import json
@@ -310,9 +310,10 @@ def run_peers(
     }
     bounds = np.concatenate([work[lam].bounds(dom) for lam in lams])
     truth = true_answers(codes, bounds)
+    algos = [a for a in ("TDG", "HDG") if not methods or a in methods]
     runs = [
         {"algo": a, "epsilon": e, "seed": s}
-        for a in ("TDG", "HDG")
+        for a in algos
         for e in epsilons
         for s in range(1, seeds + 1)
     ]
@@ -355,7 +356,7 @@ def run_peers(
     print(f"{'method':>6} {'eps':>4} {'lam':>3} {'authors':>8} {'auto':>8} {'full':>8}"
           f" {'in-in':>8} {'auto/auth±se':>12} {'best/auth':>9} {'auto/best':>9}"
           f" {'paper-rules':>11} {'paper/auth':>10}  g1/g2 authors, fugu")  # fmt: skip
-    for algo in ("TDG", "HDG"):
+    for algo in algos:
         cls = getattr(ldp, algo)
         for eps in epsilons:
             a_err = np.array(
@@ -399,7 +400,9 @@ def run_peers(
                       f"{(gp.get('g1') or ['-'])[0]}/{gp['g2'][0]}")  # fmt: skip
 
 
-def run_estimators(quick: bool, n: int | None, seeds: int) -> None:
+def run_estimators(
+    quick: bool, n: int | None, seeds: int, methods: list[str] | None = None
+) -> None:
     """The λ-D estimators side by side (issue 15.3): "full", "in-in" and the default "auto"
     answering from the same releases, per (method, data, ε, λ), with auto / the better one."""
     n = n or (200_000 if quick else 1_000_000)
@@ -423,7 +426,7 @@ def run_estimators(quick: bool, n: int | None, seeds: int) -> None:
         cols = gen(n, d, c, seed=2026, **kw)
         codes = np.stack([cols[a] for a in dom.names], 1)
         truth = {lam: true_answers(codes, w.bounds(dom)) for lam, w in work.items()}
-        for method in ("HDG", "TDG"):
+        for method in [m for m in ("HDG", "TDG") if not methods or m in methods]:
             cls = getattr(ldp, method)
             for eps in epsilons:
                 rels = [
@@ -463,18 +466,24 @@ def main() -> None:
     ap.add_argument("--data", choices=["gaussian", "laplace"], default="gaussian",
                     help="data of the peers part (correlated, rho = 0.5)")  # fmt: skip
     ap.add_argument("--eps", default="", help="comma-separated epsilons of the peers part")
+    ap.add_argument(
+        "--methods", default="", help="comma-separated methods of the mae/peers/estimators parts"
+    )
     args = ap.parse_args()
+    methods = [m for m in args.methods.split(",") if m] or None
     if args.part in ("all", "file"):
         run_file(args.quick, n=args.n)
     if args.part in ("all", "time"):
         run_time(args.quick)
     if args.part in ("all", "mae"):
-        run_mae(args.quick)
+        run_mae(args.quick, methods)
     if args.part in ("all", "estimators"):
-        run_estimators(args.quick, args.n, args.seeds)
+        run_estimators(args.quick, args.n, args.seeds, methods)
     if args.part in ("all", "peers"):
         eps = [float(e) for e in args.eps.split(",")] if args.eps else None
-        run_peers(args.quick, args.n, args.peer_src, args.peer_cache, args.seeds, args.data, eps)
+        run_peers(
+            args.quick, args.n, args.peer_src, args.peer_cache, args.seeds, args.data, eps, methods
+        )
 
 
 if __name__ == "__main__":
