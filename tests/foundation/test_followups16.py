@@ -118,3 +118,38 @@ def test_release_head_help_mentions_out(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0
     text = " ".join(out.split())
     assert "Without --out" not in text and "with --out only when given" in text
+
+
+# -- fugu kmeans reads --domain and --columns like the other commands ---------------------------
+@pytest.fixture
+def points(tmp_path: Path) -> Path:
+    path = tmp_path / "pts.csv"
+    path.write_text("x,y\n1,2\n3,4\n5,6\n7,8\n")
+    return path
+
+
+def test_kmeans_domain_file_errors_name_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], points: Path
+) -> None:
+    """A missing or malformed --domain file was a raw '[Errno 2] ...' or JSON decoder message."""
+    missing = tmp_path / "nodomain.json"
+    code, _, err = run(capsys, "kmeans", "--data", str(points), "--domain", str(missing), "-e", "1")
+    assert code == 2 and f"--domain {str(missing)!r} cannot be read" in err, err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{bad")
+    code, _, err = run(capsys, "kmeans", "--data", str(points), "--domain", str(bad), "-e", "1")
+    assert code == 2 and "is not valid JSON" in err and "--domain" in err, err
+    nokeys = tmp_path / "nokeys.json"
+    nokeys.write_text("[]")
+    code, _, err = run(capsys, "kmeans", "--data", str(points), "--domain", str(nokeys), "-e", "1")
+    assert code == 2 and f"--domain {str(nokeys)!r}" in err and "Traceback" not in err, err
+
+
+def test_kmeans_column_spec_errors_name_columns(
+    capsys: pytest.CaptureFixture[str], points: Path
+) -> None:
+    """A bad --columns spec was reported as 'attribute spec ...', not as --columns."""
+    code, _, err = run(capsys, "kmeans", "--data", str(points), "-c", "x:0-9,y:0..9", "-e", "1")
+    assert code == 2 and "--columns 'x:0-9'" in err and "x:0..9" in err, err
+    code, _, err = run(capsys, "kmeans", "--data", str(points), "-c", "x,y:0..9", "-e", "1")
+    assert code == 2 and "--columns 'x' needs a domain" in err, err

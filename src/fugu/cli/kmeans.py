@@ -17,6 +17,7 @@ from ._common import (
     open_ledger,
     parse_attribute,
     quiet_requested,
+    read_domain_file,
     refuse_overwriting,
     refuse_unused,
     seed_source,
@@ -79,7 +80,7 @@ def _domain(columns: tuple[str, ...], domain_file: str | None) -> Any:
 
     specs = [s.strip() for item in columns for s in item.split(",") if s.strip()]
     if domain_file:
-        dom = Domain.from_dict(json.loads(Path(domain_file).read_text()))
+        dom = read_domain_file(domain_file)
         if specs:
             names = [s.partition(":")[0] for s in specs]
             if list(dom.names) != names:
@@ -90,7 +91,7 @@ def _domain(columns: tuple[str, ...], domain_file: str | None) -> Any:
             "give --columns 'x:0..399,y:0..299' (name:low..high or name:edges=a|b|c per column) "
             "or --domain FILE.json; fugu never derives bounds from the data"
         )
-    return Domain([parse_attribute(s) for s in specs])
+    return Domain([parse_attribute(s, option="--columns") for s in specs])
 
 
 def register(cli: click.Group) -> None:
