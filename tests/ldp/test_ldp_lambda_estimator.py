@@ -286,8 +286,8 @@ def test_tdg_log_smooth_default_beats_the_pchip_default() -> None:
     finer boxes (ε = 2, 4; λ = 1 … 4; the three data sets), the new default (log-smooth margins,
     "full") against the old one (PCHIP margins, the noise rule). Measured: mean MAE ratio
     0.722 over the 24 cells, 0.32–0.64 on the correlated Gaussian and Laplace data at ε = 2;
-    worse in five cells, all on independent data at λ ≥ 3 or ε = 4 (worst 1.41 at ε = 2,
-    λ = 4: "in-in" on PCHIP margins was unusually good there, its bias and PCHIP's cancelling).
+    worse in four cells, all on independent data (ε = 2, λ = 4: 1.41, where "in-in" on PCHIP
+    margins was unusually good, its bias and PCHIP's cancelling; ε = 4: 1.03–1.09).
     With ε ≤ 1 the grids have 2 × 2 boxes and the two agree to 0.1 %."""
     ratios = []
     for gen, rho in (("gaussian", 0.0), ("gaussian", 0.5), ("laplace", None)):
@@ -298,4 +298,4 @@ def test_tdg_log_smooth_default_beats_the_pchip_default() -> None:
                 ratios.append(_mae(new, lambda a, s: a["auto"]) / _mae(old, lambda a, s: a["auto"]))
     assert float(np.mean(ratios)) <= 0.75, ratios
     assert max(ratios) <= 1.45, ratios
-    assert sum(r < 1 for r in ratios) >= 18, ratios
+    assert sum(r < 1 for r in ratios) >= 19, ratios

@@ -152,7 +152,7 @@ class GridProtocol(LDPProtocol):
         cells' counts, which keeps a sharp mode that PCHIP flattens; it matters where cells are
         wide (TDG's 4–8 boxes over 64 values: λ = 1 / 2 MAE 0.019 / 0.030 → 0.013 / 0.019 of
         n on the Laplace data at ε = 2, n = 10^6, and 0.018 / 0.024 → 0.006 / 0.010 on
-        correlated Gaussian data at ε = 1) and not on HDG's fine 1-D grids (within ±4 %
+        correlated Gaussian data at ε = 1) and not on HDG's fine 1-D grids (−4 % to +7 %
         there). ``"uniform"``: the paper's uniformity assumption (authors' code). The uniform
         guess underestimates every interval around a mode that cuts cells: with exact grids on
         Gaussian data (c = 64, ω = 0.5, g1 = 8, g2 = 2) the mean signed error of λ = 1/2/3
