@@ -78,6 +78,7 @@ __all__ = [
     "LEDGER_FORMAT",
     "NamedPolicy",
     "is_policy_identifier",
+    "fit_epsilon_parts",
 ]
 
 _TOL = 1e-12
@@ -1088,3 +1089,30 @@ def charge(accountant: Accountant | None, epsilon: float, what: str, **kw: Any) 
     """Charge ``accountant`` (if given) before a mechanism touches the data."""
     if accountant is not None:
         accountant.spend(epsilon, what, **kw)
+
+
+def fit_epsilon_parts(epsilon: float, parts: Sequence[float]) -> list[float]:
+    """The ε parts of one release, each lowered by whole ulps until their *exact* sum is at most
+    ``epsilon``.
+
+    Splits computed in floating point (``ε·f`` and ``ε·(1 − f)``, ``ε − ε_init``, ``ε·w/total``
+    per iteration) round to nearest, so the parts can add up to a few ulps more than the ε the
+    guarantee states (ε = 1, f = 0.1: 0.1 + 0.9 = 1 + 2.8e-17), and the noises drawn with them
+    would spend that much more. Every mechanism that splits its ε (Blowfish's Ordered
+    Hierarchical and k-means, the Recursive Mechanism) fits its parts here. A part of 0 stays 0;
+    the sum is compared exactly (:class:`fractions.Fraction`), never in floating point.
+
+    >>> a, b = fit_epsilon_parts(1.0, [0.1 * 1.0, 1.0 * (1 - 0.1)])
+    >>> from fractions import Fraction
+    >>> Fraction(a) + Fraction(b) <= 1
+    True
+    >>> fit_epsilon_parts(1.0, [0.25, 0.75])  # already exact: unchanged
+    [0.25, 0.75]
+    """
+    from fractions import Fraction
+
+    out = [float(p) for p in parts]
+    target = Fraction(float(epsilon))
+    while sum((Fraction(p) for p in out), Fraction(0)) > target:
+        out = [math.nextafter(p, 0.0) if p > 0 else p for p in out]
+    return out

@@ -153,3 +153,23 @@ def test_kmeans_column_spec_errors_name_columns(
     assert code == 2 and "--columns 'x:0-9'" in err and "x:0..9" in err, err
     code, _, err = run(capsys, "kmeans", "--data", str(points), "-c", "x,y:0..9", "-e", "1")
     assert code == 2 and "--columns 'x' needs a domain" in err, err
+
+
+# -- one copy of the ε-parts fitting, below the mechanisms -------------------------------------
+def test_fit_epsilon_parts_is_the_one_copy() -> None:
+    """``graph.recursive.fit_parts`` and ``blowfish._eps.fit_shares`` were two copies of one
+    rule; both names now are :func:`fugu.budget.fit_epsilon_parts`."""
+    from fractions import Fraction
+
+    from fugu.blowfish import _eps
+    from fugu.budget import fit_epsilon_parts
+    from fugu.graph import recursive
+
+    assert _eps.fit_shares is fit_epsilon_parts and recursive.fit_parts is fit_epsilon_parts
+    for eps, f in [(1.0, 0.1), (0.3, 0.7), (1e-3, 1 / 3), (7.0, 0.5)]:
+        parts = fit_epsilon_parts(eps, [eps * f, eps * (1 - f)])
+        assert sum(Fraction(p) for p in parts) <= Fraction(eps)
+        assert parts[0] <= eps * f and parts[1] <= eps * (1 - f)
+    assert fit_epsilon_parts(1.0, [0.0, 1.0]) == [0.0, 1.0]
+    a, b = fit_epsilon_parts(1.0, [0.1, 1.0 * (1 - 0.1)])  # 0.1 + 0.9 = 1 + 2.8e-17 before
+    assert Fraction(a) + Fraction(b) <= 1 and b < 0.9

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
+from ..budget import fit_epsilon_parts as fit_shares  # the one copy, below the mechanisms
 from ..errors import InvalidParameterError, check_epsilon
 from ..noise import MAX_SCALE
 
@@ -71,24 +71,3 @@ def check_noise_epsilon(epsilon: object, parts: Sequence[NoisePart], mechanism: 
                 f"{MAX_EPSILON:g}] (typical values are 0.1 to 2)"
             )
     return eps
-
-
-def fit_shares(epsilon: float, parts: Sequence[float]) -> list[float]:
-    """The ε parts of one release, each lowered by whole ulps until their *exact* sum is at
-    most ``epsilon``.
-
-    Splits computed in floating point (``eps * f`` and ``eps * (1 - f)``, ``eps - eps_init``,
-    ``eps * w / total`` per iteration) round to nearest, so the parts can add up to a few ulps
-    more than the ε the guarantee states; the noise drawn with them would then spend that much
-    more.
-
-    >>> a, b = fit_shares(1.0, [0.1 * 1.0, 1.0 * (1 - 0.1)])
-    >>> from fractions import Fraction
-    >>> Fraction(a) + Fraction(b) <= 1
-    True
-    """
-    out = [float(p) for p in parts]
-    target = Fraction(float(epsilon))
-    while sum((Fraction(p) for p in out), Fraction(0)) > target:
-        out = [math.nextafter(p, 0.0) if p > 0 else p for p in out]
-    return out

@@ -53,6 +53,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..budget import Accountant
+from ..budget import fit_epsilon_parts as fit_parts  # the one copy, below the mechanisms
 from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace, grid_scale
@@ -183,35 +184,13 @@ class RecursiveParameters:
 
     @property
     def epsilon(self) -> float:
-        """ε1 + ε2 rounded up (the exact sum is at most the ε asked for, see :func:`fit_parts`)."""
+        """ε1 + ε2 rounded up (the exact sum is at most the ε asked for, see
+        :func:`fugu.budget.fit_epsilon_parts`)."""
         from fractions import Fraction
 
         exact = Fraction(self.epsilon1) + Fraction(self.epsilon2)
         total = float(exact)
         return total if Fraction(total) >= exact else math.nextafter(total, math.inf)
-
-
-def fit_parts(epsilon: float, parts: Sequence[float]) -> tuple[float, ...]:
-    """The ε parts of one release, each lowered by whole ulps until their *exact* sum is at most
-    ``epsilon``.
-
-    ``ε·split`` and ``ε·(1 − split)`` round to nearest, so they can add up to more than ε
-    (ε = 1, split = 0.1: 0.1 + 0.9 = 1 + 2.8e-17), and the two noises drawn with them would
-    spend that much more than the guarantee states. (The same rule as Blowfish's
-    ``_eps.fit_shares``; one shared copy below the mechanisms would be better.)
-
-    >>> a, b = fit_parts(1.0, (0.1, 1.0 * (1 - 0.1)))
-    >>> from fractions import Fraction
-    >>> Fraction(a) + Fraction(b) <= 1
-    True
-    """
-    from fractions import Fraction
-
-    out = [float(p) for p in parts]
-    target = Fraction(float(epsilon))
-    while sum((Fraction(p) for p in out), Fraction(0)) > target:
-        out = [math.nextafter(p, 0.0) if p > 0 else p for p in out]
-    return tuple(out)
 
 
 def check_epsilon_split(eps: float, split: float) -> None:
