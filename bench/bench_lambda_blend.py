@@ -19,7 +19,9 @@ parts of its 2 × 2 in/out tables replaced by the exact counts — the 1-D in-fr
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -37,32 +39,54 @@ DATA = (
 )
 
 
-def run(method: str, epsilons: list[float], n: int, seeds: int, d: int = 6, c: int = 64) -> None:
-    dom = synthetic_domain(d, c)
-    print(f"# {method}, n = {n:,}, d = {d}, c = {c}, {seeds} releases per cell; blend MAE / "
-          "better pure estimator's MAE at w = " + " ".join(f"{w:g}" for w in WEIGHTS))  # fmt: skip
+def _cells(
+    method: str,
+    epsilons: list[float],
+    n: int,
+    seeds: int,
+    dom: fugu.Domain,
+    interpolation: str | None = None,
+) -> Iterator[tuple[str, float, int, np.ndarray, list[Any], np.ndarray]]:
+    """Per (data set, ε, λ): the records, the releases (seeds 7, 8, ...) and the bounds of the
+    100 random λ-attribute queries (ω = 0.5; query seed λ)."""
+    d, c = dom.ndim, int(dom.shape[0])
     for data, gen, kw in DATA:
         cols = gen(n, d, c, seed=2026, **kw)
         codes = np.stack([cols[a] for a in dom.names], 1)
         for eps in epsilons:
-            mech = getattr(ldp, method)(dom, eps)
+            mech = getattr(ldp, method)(dom, eps, interpolation=interpolation)
             rels = [mech.simulate(codes, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)]
             for lam in (3, 4):
                 w = fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
-                b = w.bounds(dom)
-                truth = true_answers(codes, b)
-                full = np.array([r.with_estimator("full")._answer_bounds(b) for r in rels])
-                inin = np.array([r.with_estimator("in-in")._answer_bounds(b) for r in rels])
-                per_release = np.abs(full - truth).mean(axis=1) - np.abs(inin - truth).mean(axis=1)
-                maes = [float(np.abs(x * full + (1 - x) * inin - truth).mean()) / n
-                        for x in WEIGHTS]  # fmt: skip
-                best = min(maes[0], maes[-1])
-                se = per_release.std(ddof=1) / np.sqrt(seeds) / n if seeds > 1 else float("nan")
-                print(f"{data:>13} eps {eps:g} lam {lam} auto w {rels[0].full_weight:.2f} | "
-                      + " ".join(f"{m / best:.3f}" for m in maes)
-                      + f" | full better in {int((per_release < 0).sum())}/{seeds},"
-                      f" full - in-in {per_release.mean() / n:+.5f} ± {se:.5f}",
-                      flush=True)  # fmt: skip
+                yield data, eps, lam, codes, rels, w.bounds(dom)
+
+
+def run(
+    method: str,
+    epsilons: list[float],
+    n: int,
+    seeds: int,
+    interpolation: str | None = None,
+    d: int = 6,
+    c: int = 64,
+) -> None:
+    dom = synthetic_domain(d, c)
+    print(f"# {method}, n = {n:,}, d = {d}, c = {c}, {seeds} releases per cell; blend MAE / "
+          "better pure estimator's MAE at w = " + " ".join(f"{w:g}" for w in WEIGHTS))  # fmt: skip
+    for data, eps, lam, codes, rels, b in _cells(method, epsilons, n, seeds, dom, interpolation):
+        truth = true_answers(codes, b)
+        full = np.array([r.with_estimator("full")._answer_bounds(b) for r in rels])
+        inin = np.array([r.with_estimator("in-in")._answer_bounds(b) for r in rels])
+        per_release = np.abs(full - truth).mean(axis=1) - np.abs(inin - truth).mean(axis=1)
+        maes = [float(np.abs(x * full + (1 - x) * inin - truth).mean()) / n
+                for x in WEIGHTS]  # fmt: skip
+        best = min(maes[0], maes[-1])
+        se = per_release.std(ddof=1) / np.sqrt(seeds) / n if seeds > 1 else float("nan")
+        print(f"{data:>13} eps {eps:g} lam {lam} auto w {rels[0].full_weight:.2f} | "
+              + " ".join(f"{m / best:.3f}" for m in maes)
+              + f" | full better in {int((per_release < 0).sum())}/{seeds},"
+              f" full - in-in {per_release.mean() / n:+.5f} ± {se:.5f}",
+              flush=True)  # fmt: skip
 
 
 def _exact_parts(
@@ -82,7 +106,13 @@ def _exact_parts(
 
 
 def sources(
-    method: str, epsilons: list[float], n: int, seeds: int, d: int = 6, c: int = 64
+    method: str,
+    epsilons: list[float],
+    n: int,
+    seeds: int,
+    interpolation: str | None = None,
+    d: int = 6,
+    c: int = 64,
 ) -> None:
     """MAE of each λ-D estimator with exact 1-D in-fractions and / or exact 2-D (in, in) cells."""
     dom = synthetic_domain(d, c)
@@ -92,48 +122,40 @@ def sources(
     print(f"# {method}, n = {n:,}, d = {d}, c = {c}, {seeds} releases per cell; MAE / n of "
           '"full" | "in-in" with the in/out tables: '
           + ", ".join(v[0] for v in variants))  # fmt: skip
-    for data, gen, kw in DATA:
-        cols = gen(n, d, c, seed=2026, **kw)
-        codes = np.stack([cols[a] for a in dom.names], 1)
-        for eps in epsilons:
-            mech = getattr(ldp, method)(dom, eps)
-            rels = [mech.simulate(codes, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)]
-            for lam in (3, 4):
-                w = fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
-                b = w.bounds(dom)
-                restricted = (b[:, :, 0] > 0) | (b[:, :, 1] < sizes[None, :])
-                mae: dict[tuple[str, str], list[float]] = {
-                    (v[0], e): [] for v in variants for e in ("full", "in-in")
-                }
-                lam_q = restricted.sum(axis=1)
-                for rel in rels:
-                    out = np.full(len(b), float(n))
-                    qs, stacked = rel._lambda_tables(b, restricted, lam_q, out)[lam]
-                    if rel is rels[0]:  # the same query rows, in the same order, every release
-                        truth = true_answers(codes, b[qs])
-                        one, two = _exact_parts(codes, b, restricted, qs)
-                    for name, exact1, exact2 in variants:
-                        tabs = {}
-                        for (pj, pk), t in stacked.items():
-                            t = t.copy()
-                            for i, q in enumerate(qs):
-                                ax = np.flatnonzero(restricted[q])
-                                a, cc = int(ax[pj]), int(ax[pk])
-                                ii, ia, ic = t[i, 0, 0], t[i, 0].sum(), t[i, :, 0].sum()
-                                if exact1:
-                                    ia, ic = one[(int(q), a)], one[(int(q), cc)]
-                                if exact2:
-                                    ii = two[(int(q), a, cc)]
-                                t[i] = [[ii, ia - ii], [ic - ii, n - ia - ic + ii]]
-                            tabs[(pj, pk)] = t
-                        for est in ("full", "in-in"):
-                            e, _ = estimate_from_pairs(tabs, lam, n, variant=est)
-                            mae[(name, est)].append(float(np.abs(e - truth).mean()) / n)
-                cells = " | ".join(
-                    f"{np.mean(mae[(v[0], 'full')]):.4f} {np.mean(mae[(v[0], 'in-in')]):.4f}"
-                    for v in variants
-                )
-                print(f"{data:>13} eps {eps:g} lam {lam} | {cells}", flush=True)
+    for data, eps, lam, codes, rels, b in _cells(method, epsilons, n, seeds, dom, interpolation):
+        restricted = (b[:, :, 0] > 0) | (b[:, :, 1] < sizes[None, :])
+        mae: dict[tuple[str, str], list[float]] = {
+            (v[0], e): [] for v in variants for e in ("full", "in-in")
+        }
+        lam_q = restricted.sum(axis=1)
+        for rel in rels:
+            out = np.full(len(b), float(n))
+            qs, stacked = rel._lambda_tables(b, restricted, lam_q, out)[lam]
+            if rel is rels[0]:  # the same query rows, in the same order, every release
+                truth = true_answers(codes, b[qs])
+                one, two = _exact_parts(codes, b, restricted, qs)
+            for name, exact1, exact2 in variants:
+                tabs = {}
+                for (pj, pk), t in stacked.items():
+                    t = t.copy()
+                    for i, q in enumerate(qs):
+                        ax = np.flatnonzero(restricted[q])
+                        a, cc = int(ax[pj]), int(ax[pk])
+                        ii, ia, ic = t[i, 0, 0], t[i, 0].sum(), t[i, :, 0].sum()
+                        if exact1:
+                            ia, ic = one[(int(q), a)], one[(int(q), cc)]
+                        if exact2:
+                            ii = two[(int(q), a, cc)]
+                        t[i] = [[ii, ia - ii], [ic - ii, n - ia - ic + ii]]
+                    tabs[(pj, pk)] = t
+                for est in ("full", "in-in"):
+                    e, _ = estimate_from_pairs(tabs, lam, n, variant=est)
+                    mae[(name, est)].append(float(np.abs(e - truth).mean()) / n)
+        cells = " | ".join(
+            f"{np.mean(mae[(v[0], 'full')]):.4f} {np.mean(mae[(v[0], 'in-in')]):.4f}"
+            for v in variants
+        )
+        print(f"{data:>13} eps {eps:g} lam {lam} | {cells}", flush=True)
 
 
 def main() -> None:
@@ -143,9 +165,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--seeds", type=int, default=8, help="releases per cell")
     ap.add_argument("--sources", action="store_true", help="exact-part decomposition instead")
+    ap.add_argument("--interpolation", default=None, help="of the margins (default: the method's)")
     args = ap.parse_args()
     part = sources if args.sources else run
-    part(args.method, [float(e) for e in args.eps.split(",")], args.n, args.seeds)
+    part(
+        args.method, [float(e) for e in args.eps.split(",")], args.n, args.seeds, args.interpolation
+    )
 
 
 if __name__ == "__main__":
