@@ -4,8 +4,8 @@ A query interval that cuts a grid cell needs the part of the cell's count inside
 (:meth:`fugu.ldp.grids.GridProtocol.release_from_grids`) builds, per attribute pair, a matrix
 over the pair's values whose block sums are the 2-D grid's counts:
 
-* :func:`_spread` — a 1-D estimate spread over its values (uniform or PCHIP interpolation of
-  the cumulative counts, :func:`fugu.inference.ldp_post.cell_values`);
+* :func:`_spread` — a 1-D estimate spread over its values (uniform, PCHIP interpolation of
+  the cumulative counts or the log-smooth density, :func:`fugu.inference.ldp_post.cell_values`);
 * :func:`_pair_margins` — TDG's 1-D margins, the inverse-variance mean over its 2-D grids;
 * :func:`_product_matrix` — the closed-form matrix (the product of the two within-cell shares);
 * :func:`_rescale_blocks` — a matrix's blocks rescaled to given (unbiased) cell counts;
@@ -127,8 +127,10 @@ def smooth_start(
     """
     ex, ey = edges
     pos = np.maximum(np.asarray(counts, dtype=np.float64), 0.0)
-    rows = np.stack([cell_values(ey, r) for r in pos])  # (g_x, c_y)
-    return np.stack([cell_values(ex, col) for col in rows.T], axis=1)
+    # PCHIP whatever the margins' interpolation: log-smooth rows of boxes made the correlated
+    # Gaussian data worse at lambda = 4 (docs/ldp_grids.md, "Log-smooth margins for TDG")
+    rows = np.stack([cell_values(ey, r, method="pchip") for r in pos])  # (g_x, c_y)
+    return np.stack([cell_values(ex, col, method="pchip") for col in rows.T], axis=1)
 
 
 def fitted_matrix(

@@ -257,10 +257,10 @@ class GridRelease(Release):
     * λ = 0: n.
     * λ = 1: HDG — the attribute's 1-D grid; TDG — the mean of its 2-D grids' marginals (equal
       after consistency); cells cut by the interval contribute by ``interpolation`` (the
-      uniform guess, or the share of the cut in the PCHIP spread of the cells).
+      uniform guess, or the share of the cut in the PCHIP or log-smooth spread of the cells).
     * λ = 2: the pair's 2-D grid; cells fully inside the query contribute their count, cut cells
-      the sum of the response matrix over the cut (HDG; TDG with ``"pchip"``) or the uniform
-      guess (TDG with ``"uniform"``, §4.1).
+      the sum of the response matrix over the cut (HDG; TDG with ``"logsmooth"`` or
+      ``"pchip"``) or the uniform guess (TDG with ``"uniform"``, §4.1).
     * λ ≥ 3: the 2 × 2 in/out table of every attribute pair (from the 2-D answers of the pair's
       intervals and complements) feeds :func:`~fugu.inference.ldp_post.estimate_from_pairs`
       (Algorithm 2, variant ``estimator``).
