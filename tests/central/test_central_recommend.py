@@ -183,3 +183,23 @@ def test_cli_release_hat_tree(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert res.exit_code != 0 and "fanout must be an integer" in str(res.exception)
     res = runner.invoke(cli, ["release", "-m", "hat-tree", "-e", "1", "-a", "age,sex"])
     assert res.exit_code != 0 and "hierarchical for cubes" in str(res.exception)
+
+
+@pytest.mark.parametrize("neighbours", ["replace", "add-remove"])
+def test_total_query_only_workload_gets_a_table(neighbours: str) -> None:
+    """A workload of the total query only: under replace-one n is public, so the trees and
+    Privelet answer it exactly (RMSE 0) and table() divided Laplace's RMSE by 0
+    (ZeroDivisionError, also in 'fugu recommend'). The exact mechanisms are inf times better."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 15)])
+    rec = recommend(dom, [fugu.RangeQuery({})], 1.0, neighbours=neighbours)
+    rows = rec.table()
+    assert [r[0] for r in rows][0] == rec.best
+    ratio = {r[0]: r[2] for r in rows}
+    assert ratio["laplace"] == 1.0
+    for name, r in rec.rmse.items():
+        if r == 0.0:
+            assert ratio[name] == float("inf")
+        else:
+            assert ratio[name] == pytest.approx(rec.rmse["laplace"] / r)
+    if neighbours == "replace":
+        assert rec.rmse["hierarchical"] == 0.0 and rec.rmse[rec.best] == 0.0

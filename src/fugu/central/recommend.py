@@ -112,6 +112,13 @@ def predict_errors(
     return out
 
 
+def _ratio(base: float | None, rmse: float) -> float:
+    """How many times lower ``rmse`` is than Laplace's ``base`` (inf when it is 0 < base)."""
+    if not base:
+        return float("nan")
+    return base / rmse if rmse > 0 else math.inf
+
+
 @dataclass(frozen=True)
 class Recommendation:
     """Predicted RMSE over a workload for each mechanism, and the best one."""
@@ -121,12 +128,16 @@ class Recommendation:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def table(self) -> list[list[Any]]:
+        """Rows [mechanism, RMSE, times better than Laplace, options], best first.
+
+        A mechanism that answers every query exactly (RMSE 0: e.g. the total query under
+        replace-one neighbours, where n is public) is ``inf`` times better than Laplace; the
+        ratio is ``nan`` when there is no Laplace row or both are exact.
+        """
         base = self.rmse.get("laplace")
         rows = []
         for name, r in sorted(self.rmse.items(), key=lambda kv: kv[1]):
-            rows.append(
-                [name, r, (base / r) if base else float("nan"), str(self.options.get(name, {}))]
-            )
+            rows.append([name, r, _ratio(base, r), str(self.options.get(name, {}))])
         return rows
 
     def to_dict(self) -> dict[str, Any]:
