@@ -194,3 +194,30 @@ def test_canonical_runs_without_the_root() -> None:
     assert float(canonical_answer(levels[:], np.array([2]), np.array([8]), 2)[0]) == 27.0
     with pytest.raises(InvalidParameterError, match="top"):
         canonical_runs(np.array([0]), np.array([8]), 2, 3, top=4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(b=st.integers(2, 4), n=st.integers(2, 120), data=st.data())
+def test_canonical_runs_skip_unmeasured_depths(b: int, n: int, data: st.DataObject) -> None:
+    """``measured``: a range climbs from a used depth straight to the next used one; the runs
+    cover [lo, hi) exactly once and never touch an unmeasured depth."""
+    h = tree_height(n, b)
+    measured = [data.draw(st.booleans()) for _ in range(h)] + [True]
+    lo = data.draw(st.integers(0, n - 1))
+    hi = data.draw(st.integers(lo + 1, n))
+    runs = canonical_runs(np.array([lo]), np.array([hi]), b, h, top=1, measured=measured)
+    cover = np.zeros(b**h, dtype=int)
+    for k, (ls, le, rs, re) in enumerate(runs):
+        w = b ** (h - k)
+        count = int(le[0] - ls[0] + re[0] - rs[0])
+        if k == 0 or not measured[k]:
+            assert count == 0
+        for s0, s1 in ((ls[0], le[0]), (rs[0], re[0])):
+            cover[int(s0) * w : int(s1) * w] += 1
+    want = np.zeros(b**h, dtype=int)
+    want[lo:hi] = 1
+    np.testing.assert_array_equal(cover, want)
+    v = canonical_variance(np.array([lo]), np.array([hi]), b, h, np.ones(h + 1), 1, measured)
+    assert v[0] == sum(int(le[0] - ls[0] + re[0] - rs[0]) for ls, le, rs, re in runs)
+    with pytest.raises(InvalidParameterError, match="leaves measured"):
+        canonical_runs(np.array([0]), np.array([1]), b, h, measured=[True] * h + [False])

@@ -182,6 +182,12 @@ class AxisTree:
         return 1 if self.h > 0 and self.p[0] == 0 else 0
 
     @property
+    def measured(self) -> list[bool]:
+        """Which levels (root first) are measured: a share of 0 (the root, or a level the plan
+        leaves out) is never noised nor used to answer."""
+        return [x > 0 for x in self.p] if self.h > 0 else [True]
+
+    @property
     def rel_variance(self) -> NDArray[np.float64]:
         """Relative node variance of each level, 1/p(k)² (inf: not measured)."""
         return treeplan.level_variances(np.asarray(self.p, dtype=np.float64))
@@ -731,7 +737,9 @@ def _axis_factor(
     if tree.h == 0:
         return (lohi[:, 1] - lohi[:, 0]).astype(np.float64) * float(r[0])
     if not consistent:
-        return canonical_variance(lohi[:, 0], lohi[:, 1], tree.b, tree.h, r, top=tree.top)
+        return canonical_variance(
+            lohi[:, 0], lohi[:, 1], tree.b, tree.h, r, top=tree.top, measured=tree.measured
+        )
     return range_variance(lohi[:, 0], lohi[:, 1], tree.b, r)
 
 
@@ -890,7 +898,7 @@ class HierarchicalRelease(CubeRelease):
             if t.h == 0:
                 per_axis.append([(b[:, ax, 0], b[:, ax, 1])])
                 continue
-            runs = canonical_runs(b[:, ax, 0], b[:, ax, 1], t.b, t.h, t.top)
+            runs = canonical_runs(b[:, ax, 0], b[:, ax, 1], t.b, t.h, t.top, t.measured)
             ivals = []
             for off, (ls, le, rs, re) in zip(t.offsets, runs, strict=True):
                 ivals.append((ls + off, le + off))

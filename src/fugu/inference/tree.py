@@ -281,7 +281,12 @@ def _weighted(lv: list[FloatArray], b: int, v: FloatArray) -> list[FloatArray]:
 
 
 def canonical_runs(
-    lo: ArrayLike, hi: ArrayLike, fanout: int, height: int, top: int = 0
+    lo: ArrayLike,
+    hi: ArrayLike,
+    fanout: int,
+    height: int,
+    top: int = 0,
+    measured: Sequence[bool] | ArrayLike | None = None,
 ) -> list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]]:
     """Canonical decomposition of leaf ranges ``[lo, hi)``, per depth, root first.
 
@@ -289,27 +294,42 @@ def canonical_runs(
     indices at that depth (each array has the shape of ``lo``); a run is empty when
     ``start == stop``. The union of the runs' leaves is exactly ``[lo, hi)``, without overlap.
     Depths above ``top`` are never used (their runs are empty): ``top=1`` avoids the root.
+    ``measured`` (one flag per depth, root first; the leaves must be measured) marks further
+    depths that are never used: a range then climbs from a used depth straight to the next
+    used one above it, so its runs at a depth below a skipped one hold up to
+    ``b^(gap) − 1`` nodes per side.
     """
     b = _check_fanout(fanout)
     if not 0 <= top <= height:
         raise InvalidParameterError(f"top must lie in 0..{height}, got {top}")
+    used = [depth >= top for depth in range(height + 1)]
+    if measured is not None:
+        flags = [bool(x) for x in np.asarray(measured).reshape(-1)]
+        if len(flags) != height + 1 or not flags[height]:
+            raise InvalidParameterError(
+                f"measured needs one flag per depth ({height + 1}), the leaves measured; "
+                f"got {flags}"
+            )
+        used = [u and f for u, f in zip(used, flags, strict=True)]
     a = np.asarray(lo, dtype=np.int64).copy()
     c = np.asarray(hi, dtype=np.int64).copy()
     active = c > a
     runs = []
     zero = np.zeros_like(a)
     for depth in range(height, -1, -1):
-        if depth < top:
+        if not used[depth]:
             runs.append((zero, zero, zero, zero))
             continue
-        up_lo = -(-a // b)  # ceil
-        up_hi = c // b
-        go_up = active & (up_lo < up_hi) & (depth > top)
-        # ranges that do not contain a whole parent: take them entirely here as the left run
+        above = [k for k in range(depth) if used[k]]
+        f = b ** (depth - above[-1]) if above else b
+        up_lo = -(-a // f)  # ceil
+        up_hi = c // f
+        go_up = active & (up_lo < up_hi) & bool(above)
+        # ranges that do not contain a whole used ancestor: take them entirely here
         stop_here = active & ~go_up
         ls = np.where(go_up, a, np.where(stop_here, a, 0))
-        le = np.where(go_up, up_lo * b, np.where(stop_here, c, 0))
-        rs = np.where(go_up, up_hi * b, 0)
+        le = np.where(go_up, up_lo * f, np.where(stop_here, c, 0))
+        rs = np.where(go_up, up_hi * f, 0)
         re = np.where(go_up, c, 0)
         runs.append((ls, le, rs, re))
         active = go_up
@@ -341,15 +361,17 @@ def canonical_variance(
     height: int,
     level_variance: Sequence[float] | ArrayLike,
     top: int = 0,
+    measured: Sequence[bool] | ArrayLike | None = None,
 ) -> FloatArray:
     """Variance of :func:`canonical_answer` with independent node noise of the given variances.
 
-    ``top``: the first depth used (levels above it are not measured; see :func:`canonical_runs`).
+    ``top``: the first depth used (levels above it are not measured); ``measured``: flags of
+    the depths that may be used (see :func:`canonical_runs`).
     """
     v = np.asarray(level_variance, dtype=np.float64).reshape(-1)
     if v.size != height + 1:
         raise InvalidParameterError(f"level_variance needs {height + 1} values, got {v.size}")
-    runs = canonical_runs(lo, hi, fanout, height, top)
+    runs = canonical_runs(lo, hi, fanout, height, top, measured)
     total = np.zeros(np.shape(lo), dtype=np.float64)
     for vk, (ls, le, rs, re) in zip(v, runs, strict=True):
         n = ((le - ls) + (re - rs)).astype(np.float64)
