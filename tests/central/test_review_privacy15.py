@@ -167,3 +167,76 @@ def test_uninformed_canonical_answers_skip_unmeasured_levels(
     # the variance model is the canonical nodes' discrete Laplace variances
     got = rel.expected_variance_many(w.bounds(dom))
     assert np.all(np.isfinite(got)) and np.all(got > 0)
+
+
+# == 2. a too-small ε is refused before the budget is spent ==================================
+def _low(sens: float) -> float:
+    return fugu.mechanism.epsilon_range(sens)[0]
+
+
+def _refused_then_smallest_works(run: Any, low: float) -> None:
+    acc = fugu.Accountant(1.0)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="too small"):
+        run(float(np.nextafter(low, 0)), acc)
+    assert acc.spent == 0.0
+    rel = run(low, acc)  # the smallest ε let through: the sampler accepts every scale
+    assert rel.guarantee.epsilon == low and acc.spent == low
+
+
+@pytest.mark.parametrize(
+    ("shape", "kw"),
+    [
+        ((256, 16), {}),  # Kronecker: a graded axis, per-cell shares
+        ((8, 8), {"strategy": "trees", "branching": 2, "budget": "uniform"}),  # 9 combinations
+        ((64,), {"branching": 8, "budget": [1.0, 1e-3]}),  # a small given share
+    ],
+)
+@pytest.mark.parametrize("relation", ["replace", "add-remove"])
+def test_hierarchical_too_small_epsilon_is_refused_before_spending(
+    shape: tuple[int, ...], kw: dict[str, Any], relation: str
+) -> None:
+    """start() checked ε against sensitivity 1 with one part, but a node's scale is
+    δ/(ε·share): hierarchical(hist, 1e-15) on 256 × 16 cells charged the accountant and then
+    the sampler refused its scale 2e18 (the Kronecker axes' smallest share is 1/1024). The
+    check now uses the largest scale the release draws."""
+    dom = _dom(*shape)
+    hist = fugu.Histogram(np.ones(shape, dtype=np.int64), dom)
+    trees, _, dense = H.plan_cube(dom, neighbours=relation, **kw)
+    delta = 2 if relation == "replace" else 1
+    dense = None if dense is None else H._checked_axes(dense)
+    low = _low(H._largest_scale(trees, dense, delta))
+    assert low > 4 * 2.0**-52  # above what the old check (sensitivity 1) allowed
+
+    def run(eps: float, acc: Any) -> Any:
+        return H.hierarchical(
+            hist, eps, neighbours=relation, accountant=acc, rng=fugu.RandomSource(seed=0), **kw
+        )
+
+    _refused_then_smallest_works(run, low)
+
+
+@pytest.mark.parametrize("kw", [{}, {"fanout": 4, "shares": [1, 1, 1, 1e-3]}])
+def test_hat_tree_too_small_epsilon_is_refused_before_spending(kw: dict[str, Any]) -> None:
+    """The hat tree charged ε = 1e-15 and then refused scales up to 6e16 (graded plan) or
+    3.8e20 (a level of stride 64 with share 1/3001)."""
+    dom = _dom(256)
+    hist = fugu.Histogram(np.ones(256, dtype=np.int64), dom)
+    plan = HT._measured(HT.plan_hat_tree(256, **kw))
+    low = _low(HT._largest_scale(plan, 2))
+    assert low > 4 * 2.0**-52  # above what the old check (sensitivity 1) allowed
+
+    def run(eps: float, acc: Any) -> Any:
+        return HT.hat_tree(hist, eps, accountant=acc, rng=fugu.RandomSource(seed=0), **kw)
+
+    _refused_then_smallest_works(run, low)
+
+
+def test_laplace_too_small_epsilon_is_refused_before_spending() -> None:
+    """Laplace's scale is Δ/ε with Δ = 2 (replace-one); the check assumed 1."""
+    dom = _dom(8)
+    hist = fugu.Histogram(np.ones(8, dtype=np.int64), dom)
+
+    def run(eps: float, acc: Any) -> Any:
+        return fugu.central.laplace(hist, eps, accountant=acc, rng=fugu.RandomSource(seed=0))
+
+    _refused_then_smallest_works(run, _low(2.0))

@@ -166,6 +166,21 @@ def measure(
     return out
 
 
+def _largest_scale(plan: HatPlan, delta: int) -> float:
+    """The largest noise scale :func:`measure` draws at ε = 1 (scales are proportional to
+    1/ε), slightly enlarged: an ε the epsilon check lets through keeps every scale within the
+    sampler's limit, so a too-small ε is refused before the budget is spent."""
+    if plan.cell_budget is not None:
+        cells = noise_scales(delta, 1.0, [np.asarray(plan.cell_budget), [SHARE_SLACK]])
+        top = max(float(np.max(cells)), noise_scale(delta * plan.row_divisor, 1.0, SHARE_SLACK))
+    else:
+        top = max(
+            noise_scale(delta * w, 1.0, (s, SHARE_SLACK))
+            for w, s in zip(plan.strides, plan.shares, strict=True)
+        )
+    return top * (1.0 + 2.0**-40)
+
+
 def hat_tree_variance(
     domain: Domain,
     bounds: NDArray[np.int64],
@@ -346,7 +361,14 @@ def hat_tree(
             tree_params = {**rel.guarantee.parameters, "strategy": choice}
             rel.guarantee = dataclasses.replace(rel.guarantee, parameters=tree_params)
             return rel
-    eps, source = start(epsilon, rng, accountant, "hat tree", neighbours=neighbours)
+    eps, source = start(
+        epsilon,
+        rng,
+        accountant,
+        "hat tree",
+        neighbours=neighbours,
+        sensitivity=_largest_scale(plan, delta),
+    )
     noisy = [y[0] for y in measure(hist.counts.reshape(1, -1), plan, eps, delta, source)]
     level_var = _level_variances(plan, eps, delta)
     sysm = _system_for(plan, level_var)

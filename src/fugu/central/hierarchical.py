@@ -1093,6 +1093,37 @@ def kronecker_variance(
     return np.maximum(out, 0.0)
 
 
+def _checked_axes(dense: list[treeplan.DenseAxis]) -> list[treeplan.DenseAxis]:
+    """The Kronecker axes with every column loss at most 1 (the guarantee rests on this;
+    checked on the matrices actually used, before any budget is spent)."""
+    checked = []
+    for d in dense:
+        loss = float(d.column_loss().max())
+        if np.any(d.rows < 0) or loss > 1.0 + 1e-9:
+            raise AssertionError(f"a {d.kind} axis has a column loss {loss} above 1")
+        if loss > 1.0:  # rounding in a plan's budgets: scale its shares down to exactly ≤ 1
+            d = treeplan.DenseAxis(d.n, d.kind, d.rows, d.weights / loss, d.info)
+        checked.append(d)
+    return checked
+
+
+def _largest_scale(
+    trees: list[AxisTree], dense: list[treeplan.DenseAxis] | None, delta: int
+) -> float:
+    """The largest noise scale the release draws at ε = 1 (scales are exactly proportional to
+    1/ε), slightly enlarged so that any ε the epsilon check lets through keeps every scale
+    within the sampler's limit: refused before the budget is spent, not after."""
+    if dense is not None:
+        top = float(np.max(noise_scales(delta, 1.0, [*(d.weights for d in dense), [SHARE_SLACK]])))
+    else:
+        top = max(
+            noise_scale(delta, 1.0, (share, SHARE_SLACK))
+            for _, share in _level_blocks(trees)
+            if share > 0
+        )
+    return top * (1.0 + 2.0**-40)
+
+
 def _kronecker_release(
     hist: Histogram,
     dense: list[treeplan.DenseAxis],
@@ -1105,15 +1136,6 @@ def _kronecker_release(
     flat: list[str],
 ) -> HierarchicalRelease:
     dom = hist.domain
-    checked = []
-    for d in dense:  # the guarantee rests on this; checked on the matrices actually used
-        loss = float(d.column_loss().max())
-        if np.any(d.rows < 0) or loss > 1.0 + 1e-9:
-            raise AssertionError(f"a {d.kind} axis has a column loss {loss} above 1")
-        if loss > 1.0:  # rounding in a plan's budgets: scale its shares down to exactly ≤ 1
-            d = treeplan.DenseAxis(d.n, d.kind, d.rows, d.weights / loss, d.info)
-        checked.append(d)
-    dense = checked
     noisy = _kron_measure(hist.counts, dense, eps, delta, source)
     total_known = total_is_public("replace" if delta == 2 else "add-remove", hist)
     n_total = float(np.sum(hist.counts, dtype=np.int64)) if total_known else None
@@ -1261,7 +1283,16 @@ def hierarchical(
         neighbours=neighbours,
         strategy=strategy if consistency else "trees",
     )
-    eps, source = start(epsilon, rng, accountant, "hierarchical cube", neighbours=neighbours)
+    if dense is not None:
+        dense = _checked_axes(dense)
+    eps, source = start(
+        epsilon,
+        rng,
+        accountant,
+        "hierarchical cube",
+        neighbours=neighbours,
+        sensitivity=_largest_scale(trees, dense, delta),
+    )
     if dense is not None:
         flat_names = _check_flat(dom, flat)
         flat_list = [a.name for a in dom.attributes if a.name in flat_names]

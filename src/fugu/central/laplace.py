@@ -66,7 +66,9 @@ def laplace(
     """
     hist = require_histogram(hist)
     sens = histogram_sensitivity(neighbours)
-    eps, source = start(epsilon, rng, accountant, "laplace histogram", neighbours=neighbours)
+    eps, source = start(
+        epsilon, rng, accountant, "laplace histogram", neighbours=neighbours, sensitivity=sens
+    )
     noisy = geometric_mechanism(hist.counts, sens, eps, source)
     var = float(discrete_laplace_variance(sens / eps))
     g = guarantee(
