@@ -394,3 +394,31 @@ def test_sql_counted_total_is_not_released_exactly(
     rel = fn(plain, 0.1, rng=fugu.RandomSource(seed=1), **kw)
     if kw.get("consistency", True):
         assert rel.total_known and round(float(rel.counts.sum()), 6) == 4.0
+
+
+# == 6. the tree's noisy counts are exact integer sums, rounded once ============================
+def test_tree_counts_and_noise_are_added_as_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_noise_layout added the integer noise to the counts as doubles: a noise value above
+    2^53 (possible at scales near the sampler's 2^52 limit) was rounded first, so the release
+    was not a function of the noisy integer count + noise: noise 2^53 + 1 on counts 1, 2, 3
+    gave 2^53, 2^53 + 2, 2^53 + 4 instead of the exact sums rounded once (2^53 + 2, + 4, + 4)."""
+
+    def dl(scale: Any, size: Any = None, rng: Any = None) -> Any:
+        shape = np.broadcast_to(np.asarray(scale), size if size is not None else ()).shape
+        return np.full(shape, 2**53 + 1, dtype=np.int64)
+
+    monkeypatch.setattr(H, "discrete_laplace", dl)
+    dom = _dom(4)
+    counts = np.array([1, 2, 3, 0], dtype=np.int64)
+    rel = H.hierarchical(
+        fugu.Histogram(counts, dom),
+        1.0,
+        branching=2,
+        budget="uniform",
+        consistency=False,
+        rng=fugu.RandomSource(seed=0),
+    )
+    trees = rel.trees
+    leaves = rel.tree[trees[0].offsets[-1] : trees[0].offsets[-1] + 4]
+    assert leaves.tolist() == [float(int(c) + 2**53 + 1) for c in counts]
+    assert rel.tree[0] == 0.0  # the root: never noised, never released

@@ -964,17 +964,21 @@ def _noise_layout(
     """Exact discrete Laplace noise of scale δ/(ε·share) on every measured level combination.
 
     Unmeasured combinations (a root on some axis) are set to 0: their exact counts are never
-    released. One sampler call per combination (at most Π_i (h_i + 1) of them).
+    released. One sampler call per combination (at most Π_i (h_i + 1) of them). The count and
+    its noise are added as integers and the sum rounded to double once (post-processing of the
+    ε-DP integer). Adding them as doubles rounded a noise value above 2^53 (scales near the
+    sampler's 2^52 limit) before the sum: noise 2^53 + 1 on counts 1, 2, 3 gave 2^53,
+    2^53 + 2, 2^53 + 4, not the exact sums rounded (2^53 + 2, + 4, + 4).
     """
-    out = layout.astype(np.float64)
+    out = np.zeros(layout.shape, dtype=np.float64)
     for sl, share in _level_blocks(trees):
-        block = out[sl]
         if share <= 0:
-            block[...] = 0.0
             continue
-        block += discrete_laplace(
+        block = layout[sl]
+        noise = discrete_laplace(
             noise_scale(delta, eps, (share, SHARE_SLACK)), size=block.shape, rng=source
         )
+        out[sl] = (block.astype(np.int64) + noise).astype(np.float64)
     return out
 
 
