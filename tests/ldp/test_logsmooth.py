@@ -3,7 +3,7 @@
 The method's definition: per run of positive cells, the per-value density whose cell sums are
 the counts and whose logarithm has the least sum of squared second differences. These tests
 check that the solver reaches that density (a KKT point) on ordinary noisy counts, survives
-extreme counts, and falls back to PCHIP (totals kept) when Newton's
+extreme counts, refuses non-finite ones, and falls back to PCHIP (totals kept) when Newton's
 method does not converge.
 """
 
@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fugu.inference.ldp_post as lp
+from fugu.errors import InvalidParameterError
 from fugu.inference.ldp_post import cell_values
 
 
@@ -91,6 +92,13 @@ def test_extreme_counts_give_finite_values_with_their_totals() -> None:
         v = cell_values(e, np.array(counts), method="logsmooth")
         assert np.all(np.isfinite(v)) and np.all(v >= 0)
         np.testing.assert_allclose(np.add.reduceat(v, e[:-1]), counts, rtol=1e-9)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_counts_are_refused(bad: float) -> None:
+    """Regression: a NaN count was silently treated as an empty cell and +inf gave NaN."""
+    with pytest.raises(InvalidParameterError, match="counts must be finite"):
+        cell_values([0, 4, 8, 12], [1.0, bad, 2.0], method="logsmooth")
 
 
 def test_falls_back_to_pchip_when_newton_does_not_converge(

@@ -595,6 +595,12 @@ def _log_smooth_values(
     penalty leaves free are fixed by the sums, so the system is regular; a run of one cell,
     or of cells one value wide, is spread evenly). A run where Newton's method does not
     converge is spread by PCHIP instead (same cell totals)."""
+    if not np.all(np.isfinite(cnt)):
+        bad = int(np.flatnonzero(~np.isfinite(cnt))[0])
+        raise InvalidParameterError(
+            f"counts must be finite for method='logsmooth'; cell {bad} is {cnt[bad]!r} "
+            "(replace NaN/inf estimates, e.g. by normalise(), before spreading them)"
+        )
     out = np.zeros(int(e[-1]))
     positive = cnt > 0
     # runs of consecutive positive cells: an empty cell has no mass, and the curve on either
