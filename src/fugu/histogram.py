@@ -201,6 +201,14 @@ class Histogram:
         (``out_of_domain="drop"``): then the counted total is not the number of records."""
         return self.data_options.get("out_of_domain") == "drop"
 
+    @property
+    def counts_a_subset(self) -> bool:
+        """Whether only some of the records may have been counted: records dropped outside the
+        domain, or the rows an SQL query returned (``from_file(sql=...)``: a ``WHERE`` or a
+        join selects rows by their values). Replacing one record can then change the counted
+        total, so it is not public even under replace-one neighbours."""
+        return self.dropped_records or self.data_options.get("source") == "sql"
+
     def total(self) -> int:
         """The number of records (private: do not publish it without noise)."""
         return int(self.counts.sum())

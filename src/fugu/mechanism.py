@@ -41,8 +41,10 @@ def total_is_public(neighbours: str, hist: Histogram) -> bool:
     """Whether a histogram's total n may be used exactly (released without noise).
 
     Replace-one neighbours keep the number of records, so n is public under them, unless the
-    histogram dropped records (``out_of_domain="drop"``): replacing a record by an out-of-domain
-    value then removes it from the counts, so the counted total differs between neighbours and
+    histogram counts only some of them (:attr:`Histogram.counts_a_subset`): records dropped
+    outside the domain (``out_of_domain="drop"``; replacing a record by an out-of-domain value
+    removes it from the counts) or the rows an SQL query returned (replacing a record can move
+    it in or out of the query's result). The counted total then differs between neighbours and
     is private. Add/remove neighbours never make n public.
 
     >>> import fugu
@@ -54,7 +56,7 @@ def total_is_public(neighbours: str, hist: Histogram) -> bool:
     >>> total_is_public("add-remove", kept)
     False
     """
-    return check_neighbours(neighbours) == "replace" and not hist.dropped_records
+    return check_neighbours(neighbours) == "replace" and not hist.counts_a_subset
 
 
 def epsilon_range(sensitivity: float = 1.0, splits: int = 1) -> tuple[float, float]:

@@ -352,7 +352,7 @@ def test_guarantee_states_how_the_sensitivity_follows_from_rho() -> None:
     )
     rel = PV.privelet(dropped, 1.0, plain=None, rng=fugu.RandomSource(seed=0))
     assert rel.guarantee.sensitivity == 24.0
-    assert "records were dropped" in rel.guarantee.parameters["sensitivity_from"]
+    assert "dropped outside the domain" in rel.guarantee.parameters["sensitivity_from"]
 
 
 def test_python_integer_path_releases_the_same_cube(monkeypatch: pytest.MonkeyPatch) -> None:

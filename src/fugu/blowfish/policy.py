@@ -679,12 +679,14 @@ class Policy:
 # parsing
 # ----------------------------------------------------------------------------------------------
 def check_counted_records(hist: Any, policy: Policy, what: str) -> None:
-    """Refuse a histogram that dropped records when the policy keeps n public (no ⊥).
+    """Refuse a histogram that counts only some records when the policy keeps n public (no ⊥).
 
     Without ⊥ a Blowfish neighbour moves a record along an edge, so the number of records is
     public and the mechanisms use it exactly (the cumulative count ``C_k = n``, sensitivities of
     moves only). A histogram built with ``out_of_domain="drop"`` counts only the records inside
     the domain: a record moved outside it vanishes from the counts, a change no edge describes.
+    Likewise one counted from an SQL query's rows (``Histogram.from_file(sql=...)``): moving a
+    record's value can move it in or out of the query's result.
 
     >>> import fugu
     >>> from fugu.blowfish import Policy
@@ -703,6 +705,14 @@ def check_counted_records(hist: Any, policy: Policy, what: str) -> None:
             "moved out of the domain would silently leave the counts; use the policy with ⊥ "
             "(policy.with_bottom(), or SPEC+bottom on the command line), or build the histogram "
             "with out_of_domain='error' or 'clip'"
+        )
+    if hist.counts_a_subset and not policy.bottom:
+        raise PolicyError(
+            f"hist counts the rows of an SQL query, but the {what} under policy "
+            f"{policy.description!r} (no ⊥) treats the number of records as public, and "
+            "changing one record can move it in or out of the query's result; use the policy "
+            "with ⊥ (policy.with_bottom(), or SPEC+bottom on the command line), or count the "
+            "whole table (path=... without sql=)"
         )
 
 

@@ -194,7 +194,8 @@ def sensitivity_from(
         )
     if _delta(neighbours) == 2:
         why = (
-            "records were dropped, so n is private"
+            "the histogram counts only some records: dropped outside the domain or selected by an "
+            "SQL query, so n is private"
             if not total_public
             else "untransformed attributes make the base coefficients per-value marginals"
         )
