@@ -189,15 +189,21 @@ def test_full_fit_identical_centres(
 
 
 def test_constructor_engine_and_privacy_unchanged(parquet: Path) -> None:
-    """engine= on the constructor; the guarantee (ε, sensitivities) does not depend on it."""
+    """engine= on the constructor; the guarantee (ε, sensitivities) does not depend on it. An
+    SQL query's rows have a private n (the plan used it as public before: fails on the old code)."""
     a = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=5), engine="duckdb").fit(X)
     b = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=5)).fit(str(parquet))
     c = KMeans(3, 1.0, domain=DOM, rng=fugu.RandomSource(seed=5)).fit(
         None, sql=f"SELECT * FROM '{parquet}' WHERE x >= 0"
     )
     assert (a.engine_, b.engine_, c.engine_) == ("duckdb", "numpy", "duckdb")
-    assert np.array_equal(a.cluster_centers_, c.cluster_centers_)
     assert np.array_equal(a.cluster_centers_, b.cluster_centers_)
+    # an SQL query's rows: a changed record can enter or leave them, so n is not public and
+    # the plan may not use it (no grid start, "auto" takes 2 updates); same sensitivities
+    assert "n is private" in c.guarantee_.parameters["n_iter_rule"]
+    assert c.guarantee_.parameters["epsilon_init"] == 0.0
+    assert "grid start" in a.guarantee_.parameters["n_iter_rule"]
+    assert a.sensitivity_ == c.sensitivity_
     assert a.sensitivity_ == b.sensitivity_ and a.guarantee_.epsilon == b.guarantee_.epsilon
     assert "engine" in a.get_params() and a.get_params()["engine"] == "duckdb"
 
@@ -243,3 +249,20 @@ def test_missing_values_wrong_types_missing_column_empty(tmp_path: Path) -> None
     pq.write_table(pa.table(X_TABLE), tmp_path / "ok.parquet")
     with pytest.raises(fugu.InvalidTypeError, match="fit_predict needs in-memory points"):
         est.fit_predict(str(tmp_path / "ok.parquet"))
+
+
+def test_sql_rows_under_a_policy_without_bottom_are_refused(parquet: Path) -> None:
+    """A Blowfish policy without ⊥ treats the number of points as public; an SQL query's rows
+    are not a fixed set (a moved record can leave them), so the fit is refused before anything
+    is read or charged (it ran before, using the counted n as public)."""
+    from fugu.blowfish import Policy
+
+    pol = Policy.partition(DOM, {"x": 2})
+    acc = fugu.Accountant(fugu.blowfish.blowfish_budget(10.0, pol))
+    est = KMeans(3, 1.0, domain=DOM, policy=pol, accountant=acc, rng=fugu.RandomSource(seed=5))
+    with pytest.raises(fugu.errors.PolicyError, match="SQL query"):
+        est.fit(None, sql=f"SELECT * FROM '{parquet}' WHERE x >= 0")
+    assert acc.spent == 0
+    ok = KMeans(3, 1.0, domain=DOM, policy=pol.with_bottom(), rng=fugu.RandomSource(seed=5))
+    ok.fit(None, sql=f"SELECT * FROM '{parquet}' WHERE x >= 0")
+    assert ok.cluster_centers_.shape[0] == 3
