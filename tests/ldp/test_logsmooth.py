@@ -94,11 +94,14 @@ def test_extreme_counts_give_finite_values_with_their_totals() -> None:
         np.testing.assert_allclose(np.add.reduceat(v, e[:-1]), counts, rtol=1e-9)
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_non_finite_counts_are_refused(bad: float) -> None:
-    """Regression: a NaN count was silently treated as an empty cell and +inf gave NaN."""
-    with pytest.raises(InvalidParameterError, match="counts must be finite"):
-        cell_values([0, 4, 8, 12], [1.0, bad, 2.0], method="logsmooth")
+@pytest.mark.parametrize("method", ["logsmooth", "pchip", "uniform"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_counts_are_refused(bad: float, method: str) -> None:
+    """Regression: a NaN count was silently treated as an empty cell by "logsmooth" and +inf
+    gave NaN; "pchip" and "uniform" returned NaN values, and -inf was clipped to an empty
+    cell."""
+    with pytest.raises(InvalidParameterError, match="counts must be finite; cell 1"):
+        cell_values([0, 4, 8, 12], [1.0, bad, 2.0], method=method)
 
 
 def test_falls_back_to_pchip_when_newton_does_not_converge(

