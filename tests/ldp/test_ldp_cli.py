@@ -311,3 +311,17 @@ def test_aggregate_engine_refuses_a_file_without_header(tmp_path, capsys) -> Non
         _, err = capsys.readouterr()
         assert code != 0 and "'b.parquet'" in err.replace(str(tmp_path) + "/", "")
         assert "no fugu.ldp header" in err
+
+
+def test_aggregate_refuses_head_with_json(users, tmp_path, capsys) -> None:
+    """``fugu ldp aggregate r --json --head 3`` printed every estimated cell (JSON lists them
+    all), as ``fugu release`` did before it refused the combination; now a usage error before
+    any report is read."""
+    reports = tmp_path / "r.jsonl"
+    args = ("ldp", "perturb", "--data", str(users), "-a", "age:0..99", "-m", "grr", "-e", "2")
+    assert run(capsys, *args, "--out", str(reports))[0] == 0
+    code, out, err = run(capsys, "ldp", "aggregate", str(reports), "--json", "--head", "3")
+    assert code == 2 and "--head" in err and "--json" in err and out == ""
+    code, out, err = run(capsys, "ldp", "aggregate", str(reports), "--json")
+    assert code == 0, err
+    assert len(json.loads(out)["estimates"]) == 100

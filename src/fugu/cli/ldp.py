@@ -432,6 +432,13 @@ def register(cli: click.Group) -> None:
         """
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
+        if as_json:
+            refuse_unused(
+                click.get_current_context(),
+                {"head": "--head"},
+                "with --json (JSON output lists every estimated cell; leave out --json for a "
+                "table of the first --head cells)",
+            )
         inputs = [("the budget ledger (--ledger)", ledger)]
         inputs += [("a reports file", r) for r in reports]
         refuse_overwriting(out, "--out", inputs, release=True)
