@@ -1242,7 +1242,7 @@ def grid_laplace(
     values passed, and the grid depends on it: a caller that noises one vector in chunks must pass
     chunks of at least ``max_changed`` values (or the same grid results only for equal chunks).
     Coordinate ``i`` gets noise of scale
-    ``λ / weights[i]`` (Privelet's weighted noise; plain Laplace when weights are 1).
+    ``λ / weights[i]`` (weighted noise as in Privelet; plain Laplace when weights are 1).
 
     How: each value is rounded to a power-of-two grid ``γ_i`` so fine that the rounding can raise
     the weighted sensitivity by at most ``sensitivity * 2**-slack_bits``; then exact discrete
@@ -1259,9 +1259,10 @@ def grid_laplace(
     a double, exactly while it stays within 2**53 grid units, beyond that rounded once to the
     nearest double (post-processing of the ε-DP integer: the privacy argument is unchanged, but
     the released values are spaced by the double's ulp and their variance may exceed
-    ``.variance()`` by up to ulp²/12). Callers reach that range legitimately: Privelet's total
-    coefficient for a histogram of 2**43 records on 64 cells is 2**53 grid units (a histogram
-    holds up to 2**53 records, :data:`fugu.histogram.MAX_COUNT`).
+    ``.variance()`` by up to ulp²/12). Callers reach that range legitimately: a total of 2**43
+    records on a grid of step 2**-10 is 2**53 grid units (a histogram holds up to 2**53
+    records, :data:`fugu.histogram.MAX_COUNT`). (Privelet draws the same noise from its exact
+    integer coefficients, :func:`grid_scale`, without calling this function.)
 
     Examples
     --------
