@@ -84,7 +84,7 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_epsilon, guarantee, start
+from ..mechanism import check_epsilon, guarantee, start, total_is_public
 from ..noise import SHARE_SLACK, RandomSource, discrete_laplace, noise_scale, noise_scales
 from ..queries import RangeQuery, Workload
 from ..release import CubeRelease, Guarantee
@@ -101,7 +101,7 @@ from .hatplan import (
     hat_matrix,
     plan_hat_tree,
 )
-from .hierarchical import hierarchical, hierarchical_variance, total_public
+from .hierarchical import hierarchical, hierarchical_variance
 
 __all__ = [
     "hat_tree",
@@ -372,7 +372,7 @@ def hat_tree(
             np.mean(hierarchical_variance(dom, qb, e, neighbours=neighbours, workload=workload))
         )
         sysm0 = _system_for(plan, _level_variances(plan, e, delta))
-        hat_mse = float(np.mean(sysm0.variance(lo, hi, total_public(neighbours, hist))))
+        hat_mse = float(np.mean(sysm0.variance(lo, hi, total_is_public(neighbours, hist))))
         choice = {
             "used": "hats" if hat_mse < tree_mse else "tree",
             "rule": "lower exact expected error on the workload (sample)",
@@ -397,7 +397,7 @@ def hat_tree(
     level_var = _level_variances(plan, eps, delta)
     sysm = _system_for(plan, level_var)
     est = sysm.estimate(noisy)
-    total_known = total_public(neighbours, hist)
+    total_known = total_is_public(neighbours, hist)
     post: tuple[str, ...] = ("weighted least squares (exact BLUE)",)
     if total_known:
         n_total = float(np.sum(hist.counts, dtype=np.int64))

@@ -680,19 +680,6 @@ def axis_trees(
     return plan_trees(domain, branching, budget, flat, workload=workload, neighbours=neighbours)[0]
 
 
-def total_public(neighbours: str, hist: Histogram) -> bool:
-    """Whether the histogram's total n may be used exactly: :func:`fugu.mechanism.total_is_public`
-    (replace-one, no dropped records) and not counted from an SQL query.
-
-    ``Histogram.from_file(sql=...)`` counts the rows a query returns (a public filter, a join);
-    replacing one record of the table it reads can move a row in or out of the result, so the
-    counted total differs between neighbours, like records dropped outside the domain. Using it
-    exactly released it without noise (two tables differing in one record, WHERE x >= 2: exact
-    totals 3 and 2 at any epsilon).
-    """
-    return total_is_public(neighbours, hist) and hist.data_options.get("source") != "sql"
-
-
 def _delta(neighbours: str) -> int:
     return 2 if check_neighbours(neighbours) == "replace" else 1
 
@@ -1154,7 +1141,7 @@ def _kronecker_release(
 ) -> HierarchicalRelease:
     dom = hist.domain
     noisy = _kron_measure(hist.counts, dense, eps, delta, source)
-    total_known = total_public("replace" if delta == 2 else "add-remove", hist)
+    total_known = total_is_public("replace" if delta == 2 else "add-remove", hist)
     n_total = float(np.sum(hist.counts, dtype=np.int64)) if total_known else None
     est = _kron_estimate(noisy, dense, n_total)
     post: tuple[str, ...] = ("least squares (Kronecker, axis by axis)",)
@@ -1325,7 +1312,7 @@ def hierarchical(
     sens = float(delta * n_measured) if len(shares) == 1 else None
     noisy = _noise_layout(layout, trees, eps, delta, source)
     del layout
-    total_known = total_public(neighbours, hist) and consistency
+    total_known = total_is_public(neighbours, hist) and consistency
     post: tuple[str, ...] = ()
     if consistency:
         est = noisy
