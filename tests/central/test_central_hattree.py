@@ -174,6 +174,28 @@ def test_auto_strategy_never_worse_than_the_tree(n: int, neighbours: str) -> Non
     )
 
 
+def test_auto_strategy_scores_the_tree_without_a_total_it_cannot_use() -> None:
+    """Under replace-one with records dropped outside the domain n is private, and neither
+    structure uses it; strategy="auto" scored the tree as if its exact total were known (a
+    lower error than the tree then released), and the hats without it. Both are now scored
+    as released (deterministic; before, the tree's score was the known-total one)."""
+    n = 74
+    dom = _dom(n)
+    hist = fugu.Histogram.from_records(
+        {"x": [*range(n), n + 5]}, dom, out_of_domain="drop"
+    )  # one record dropped: the counted total is private
+    rel = fugu.central.hat_tree(
+        hist, 1.0, strategy="auto", neighbours="replace", rng=fugu.RandomSource(seed=1)
+    )
+    tree_rmse = rel.guarantee.parameters["strategy"]["expected_rmse"]["tree"]
+    lo, hi = H._sample(n)
+    b = np.stack([lo, hi], axis=1)[:, None, :]
+    unknown = hierarchical_variance(dom, b, 1.0, neighbours="replace", total_known=False)
+    known = hierarchical_variance(dom, b, 1.0, neighbours="replace")
+    assert tree_rmse == pytest.approx(float(np.sqrt(np.mean(unknown))), rel=1e-12)
+    assert np.mean(known) < np.mean(unknown)  # the test can fail: the two scores differ
+
+
 def test_hats_beat_hb_by_ten_percent_at_1024() -> None:
     """Issue 15 (exact, no noise): at 1,024 cells under add/remove the hat tree's expected RMSE on
     random ranges is <= 0.90 of Qardaji et al.'s H_b (fugu's budget="uniform" without the root,

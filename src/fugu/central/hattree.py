@@ -368,11 +368,16 @@ def hat_tree(
         e = check_epsilon(epsilon)
         lo, hi = wl if wl is not None else _sample(n)
         qb = np.stack([lo, hi], axis=1)[:, None, :]
+        known = total_is_public(neighbours, hist)  # public facts only: neighbours, how counted
         tree_mse = float(
-            np.mean(hierarchical_variance(dom, qb, e, neighbours=neighbours, workload=workload))
+            np.mean(
+                hierarchical_variance(
+                    dom, qb, e, neighbours=neighbours, workload=workload, total_known=known
+                )
+            )
         )
         sysm0 = _system_for(plan, _level_variances(plan, e, delta))
-        hat_mse = float(np.mean(sysm0.variance(lo, hi, total_is_public(neighbours, hist))))
+        hat_mse = float(np.mean(sysm0.variance(lo, hi, known)))
         choice = {
             "used": "hats" if hat_mse < tree_mse else "tree",
             "rule": "lower exact expected error on the workload (sample)",

@@ -786,12 +786,16 @@ def hierarchical_variance(
     neighbours: str = "replace",
     workload: Any = None,
     strategy: str = "auto",
+    total_known: bool | None = None,
 ) -> NDArray[np.float64]:
     """Noise variance of each query (bounds (m, d, 2)) under the mechanism, without any data.
 
     The plan is optimised for ``workload`` (default: the random-range distribution, not
     ``bounds``); pass ``workload=bounds`` to plan for the queries being scored. The structure
-    (product of trees or Kronecker) is the one :func:`hierarchical` would use.
+    (product of trees or Kronecker) is the one :func:`hierarchical` would use. ``total_known``:
+    whether the release uses the exact total n (default: under replace-one neighbours; pass
+    :func:`total_public` of the histogram, False when it dropped records or counts an SQL
+    query's rows).
     """
     trees, _, dense = plan_cube(
         domain,
@@ -803,11 +807,12 @@ def hierarchical_variance(
         strategy=strategy if consistency else "trees",
     )
     delta = _delta(neighbours)
+    known = delta == 2 if total_known is None else bool(total_known)
     if dense is not None:
         eps = float(epsilon)
-        return kronecker_variance(dense, 2.0 * (delta / eps) ** 2, bounds, delta == 2)
+        return kronecker_variance(dense, 2.0 * (delta / eps) ** 2, bounds, known)
     const, factors, _ = _level_factors(trees, epsilon, delta)
-    return _variance(trees, const, factors, bounds, consistency, delta == 2)
+    return _variance(trees, const, factors, bounds, consistency, known)
 
 
 def _trees_from_json(trees: list[Any]) -> list[AxisTree]:
