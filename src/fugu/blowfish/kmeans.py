@@ -646,7 +646,8 @@ class KMeans:
         # no ⊥: neighbours keep n, so n is public -- unless the points are an SQL query's rows,
         # which a changed record can enter or leave
         from_sql = kind == "external" and bool(engine_options.get("sql"))
-        if from_sql and graph.kind != "full" and _bottom_reach(graph, grid) < 0:
+        no_bottom = _bottom_reach(graph, grid) < 0
+        if from_sql and graph.kind != "full" and no_bottom:
             raise PolicyError(
                 f"X is the result of an SQL query, but the policy {label!r} (no ⊥) treats the "
                 "number of points as public, and changing one record can move it in or out of "
@@ -664,7 +665,7 @@ class KMeans:
                 data, _PointCount(grid, bool(self.clip)), grid, eng, engine_options
             )
             n = int(np.asarray(counted["n"])[0])
-        n_public = _bottom_reach(graph, grid) < 0 and not from_sql
+        n_public = no_bottom and not from_sql
         k, iters, weights, frac, su, init_share = self._check(
             n, grid, eps, s_size, s_sum, n_public, graph
         )

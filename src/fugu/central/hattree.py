@@ -364,20 +364,20 @@ def hat_tree(
         plan_hat_tree(n, fanout=fanout, shares=shares, neighbours=neighbours, workload=wl)
     )
     choice: dict[str, Any] = {"used": "hats", "rule": "requested"}
+    total_known = total_is_public(neighbours, hist)  # public facts only: neighbours, how counted
     if strategy == "auto":
         e = check_epsilon(epsilon)
         lo, hi = wl if wl is not None else _sample(n)
         qb = np.stack([lo, hi], axis=1)[:, None, :]
-        known = total_is_public(neighbours, hist)  # public facts only: neighbours, how counted
         tree_mse = float(
             np.mean(
                 hierarchical_variance(
-                    dom, qb, e, neighbours=neighbours, workload=workload, total_known=known
+                    dom, qb, e, neighbours=neighbours, workload=workload, total_known=total_known
                 )
             )
         )
         sysm0 = _system_for(plan, _level_variances(plan, e, delta))
-        hat_mse = float(np.mean(sysm0.variance(lo, hi, known)))
+        hat_mse = float(np.mean(sysm0.variance(lo, hi, total_known)))
         choice = {
             "used": "hats" if hat_mse < tree_mse else "tree",
             "rule": "lower exact expected error on the workload (sample)",
@@ -402,7 +402,6 @@ def hat_tree(
     level_var = _level_variances(plan, eps, delta)
     sysm = _system_for(plan, level_var)
     est = sysm.estimate(noisy)
-    total_known = total_is_public(neighbours, hist)
     post: tuple[str, ...] = ("weighted least squares (exact BLUE)",)
     if total_known:
         n_total = float(np.sum(hist.counts, dtype=np.int64))
