@@ -34,21 +34,27 @@ AWKWARD = [
 ]
 
 
+def _capture_scales(monkeypatch: pytest.MonkeyPatch, module: object) -> list[np.ndarray]:
+    """Every scale ``module`` hands to ``discrete_laplace`` (flattened copies), in call order."""
+    seen: list[np.ndarray] = []
+    real = noise.discrete_laplace
+
+    def spy(scale, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(np.array(scale, dtype=np.float64, copy=True).reshape(-1))
+        return real(scale, *args, **kwargs)
+
+    monkeypatch.setattr(module, "discrete_laplace", spy)
+    return seen
+
+
 @pytest.mark.parametrize(("sens", "eps"), AWKWARD)
 def test_geometric_mechanism_scale_never_below_sensitivity_over_epsilon(
     sens: float, eps: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The privacy loss of one sensitivity step, sens / realised scale, is at most ε exactly."""
-    seen: list[float] = []
-    real = noise.discrete_laplace
-
-    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
-        seen.append(float(np.asarray(scale).reshape(-1)[0]))
-        return real(scale, size=size, rng=rng)
-
-    monkeypatch.setattr(noise, "discrete_laplace", spy)
+    seen = _capture_scales(monkeypatch, noise)
     geometric_mechanism([5], sens, eps, RandomSource(seed=0))
-    loss = Fraction(sens) / _realised(seen[0])
+    loss = Fraction(sens) / _realised(float(seen[0][0]))
     assert loss <= Fraction(eps), float(loss / Fraction(eps) - 1)
 
 
@@ -60,32 +66,18 @@ def test_grid_laplace_loss_never_above_epsilon(sens: float, eps: float) -> None:
     eff_exact = Fraction(sens) + 2 * Fraction(gamma)  # m = 2 coordinates may round apart
     assert Fraction(info.effective_sensitivity) >= eff_exact
     grid_scale = info.effective_sensitivity / eps / gamma  # what grid_laplace hands the sampler
-    seen: list[float] = []
-    real = noise.discrete_laplace
-
-    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
-        seen.append(float(np.asarray(scale).reshape(-1)[0]))
-        return real(scale, size=size, rng=rng)
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(noise, "discrete_laplace", spy)
+        seen = _capture_scales(mp, noise)
         grid_laplace(np.zeros(4), sens, eps, RandomSource(seed=0), max_changed=2)
-    assert seen and seen[0] >= grid_scale * (1 - 2**-50)
-    loss = eff_exact / (_realised(seen[0]) * Fraction(gamma))
+    assert seen and seen[0][0] >= grid_scale * (1 - 2**-50)
+    loss = eff_exact / (_realised(float(seen[0][0])) * Fraction(gamma))
     assert loss <= Fraction(eps), float(loss / Fraction(eps) - 1)
 
 
 def test_grid_laplace_weighted_loss_never_above_epsilon(monkeypatch: pytest.MonkeyPatch) -> None:
     """With weights, every coordinate's realised scale times w_i γ_i covers eff / ε."""
     w = np.array([1.0, 3.0, 0.1, 7.0 / 3.0, 1e-3])
-    seen: list[np.ndarray] = []
-    real = noise.discrete_laplace
-
-    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
-        seen.append(np.asarray(scale, dtype=np.float64).copy())
-        return real(scale, size=size, rng=rng)
-
-    monkeypatch.setattr(noise, "discrete_laplace", spy)
+    seen = _capture_scales(monkeypatch, noise)
     for eps in (1 / 3, 0.3, 1e-6, 999.9):
         seen.clear()
         _, info = grid_laplace(np.zeros(5), 1.0, eps, RandomSource(seed=1), weights=w)
@@ -214,14 +206,7 @@ def test_grid_laplace_worst_case_neighbours_stay_within_epsilon(
     from rounding to the grid (just below / above half-grid points) never have an exact
     privacy loss Σ_i |Δ grid value_i| / realised scale_i above ε (deterministic: the loss of
     the exact discrete Laplace output distribution, no sampling)."""
-    seen: list[np.ndarray] = []
-    real = noise.discrete_laplace
-
-    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
-        seen.append(np.asarray(scale, dtype=np.float64).reshape(-1).copy())
-        return real(scale, size=size, rng=rng)
-
-    monkeypatch.setattr(noise, "discrete_laplace", spy)
+    seen = _capture_scales(monkeypatch, noise)
     gen = np.random.default_rng(7)
     for trial in range(300):
         n = int(gen.integers(1, 9))
@@ -267,21 +252,14 @@ def test_grid_laplace_loss_at_the_exact_rounding_bound(eps: float) -> None:
     x = np.array([2.0**-11])
     x2 = x + sens
     assert Fraction(float(x2[0])) - Fraction(float(x[0])) == Fraction(sens)
-    seen: list[float] = []
-    real = noise.discrete_laplace
-
-    def spy(scale, size=None, rng=None):  # type: ignore[no-untyped-def]
-        seen.append(float(np.asarray(scale).reshape(-1)[0]))
-        return real(scale, size=size, rng=rng)
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(noise, "discrete_laplace", spy)
+        seen = _capture_scales(mp, noise)
         _, info = grid_laplace(x, sens, eps, RandomSource(seed=0))
     g = float(info.granularity[0])
     assert g == 2.0**-10
     jump = int(np.rint(x2[0] / g)) - int(np.rint(x[0] / g))
     assert jump == 1026  # Δ/γ + 1: the full rounding slack is used
-    assert Fraction(jump) / _realised(seen[0]) <= Fraction(eps)
+    assert Fraction(jump) / _realised(float(seen[0][0])) <= Fraction(eps)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy overflow on the way to inf
@@ -325,16 +303,6 @@ def test_grid_step_keeps_its_bound_just_below_powers_of_two(k: int) -> None:
 
 
 # == callers outside noise.py: every scale handed to discrete_laplace is >= the exact quotient ==
-def _capture_scales(monkeypatch: pytest.MonkeyPatch, module: object) -> list[np.ndarray]:
-    seen: list[np.ndarray] = []
-    real = noise.discrete_laplace
-
-    def spy(scale, *args, **kwargs):  # type: ignore[no-untyped-def]
-        seen.append(np.array(scale, dtype=np.float64, copy=True).reshape(-1))
-        return real(scale, *args, **kwargs)
-
-    monkeypatch.setattr(module, "discrete_laplace", spy)
-    return seen
 
 
 def test_hierarchical_level_scales_round_up(monkeypatch: pytest.MonkeyPatch) -> None:
