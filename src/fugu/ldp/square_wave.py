@@ -6,10 +6,11 @@ Local Differential Privacy", SIGMOD 2020 (checked against T. Wang's ``LDP_Protoc
 spec ``ldp_range.md`` §3).
 
 Client. The value is mapped to ``x ∈ [0, 1]``: an integer ordinal's code ``k`` of ``c`` to the bin
-centre ``(k + 0.5)/c``; a binned ordinal (``Ordinal(edges=…)``) linearly by its raw value
-between the first and last edge. The report is ``ỹ ∈ [−b, 1 + b]`` with density
-``p = e^ε/(2b e^ε + 1)`` on ``|ỹ − x| ≤ b`` and ``q = 1/(2b e^ε + 1)`` elsewhere, so every output's
-density ratio between two inputs is at most ``p/q = e^ε``. The half-width maximises mutual
+centre ``(k + 0.5)/c``; a binned ordinal (``Ordinal(edges=…)``) by its raw value, bin ``i`` onto
+``[i/c, (i+1)/c]`` (linearly inside the bin, so bins of any widths get equal shares). The report
+is ``ỹ ∈ [−b, 1 + b]`` with density ``p = e^ε/(2b e^ε + 1)`` on ``|ỹ − x| ≤ b`` and
+``q = 1/(2b e^ε + 1)`` elsewhere, so every output's density ratio between two inputs is at most
+``p/q = e^ε``. The half-width maximises mutual
 information: ``b = (ε e^ε − e^ε + 1) / (2 e^ε (e^ε − 1 − ε))`` (0.358 at ε = 0.5, 0.256 at ε = 1,
 0.129 at ε = 2). Sampling, on a public grid of ``2^-20`` so that every report's probability is
 exact: reports are ``j/2^20`` for integers ``j ∈ [−w, 2^20 + w]``, ``w = ⌊b·2^20⌋``; with
@@ -296,9 +297,13 @@ def unit_values(attr: Ordinal | Any, values: ArrayLike) -> tuple[NDArray[np.floa
     codes = attr.encode(values)
     if attr.edges is None:
         return (codes + 0.5) / attr.size, 1
-    e0, e1 = float(attr.edges[0]), float(attr.edges[-1])
-    raw = np.asarray(values, dtype=np.float64)
-    return np.clip((raw - e0) / (e1 - e0), 0.0, 1.0), 64
+    # bin i onto [i/c, (i+1)/c], linearly inside the bin: the server rebuilds c equal parts of
+    # [0, 1] and reads part i as bin i (one linear map over all edges put unequal bins on
+    # unequal parts, and their counts in other bins)
+    e = np.asarray(attr.edges, dtype=np.float64)
+    raw = np.asarray(values, dtype=np.float64).reshape(codes.shape)
+    inside = (raw - e[codes]) / (e[codes + 1] - e[codes])
+    return np.clip((codes + np.clip(inside, 0.0, 1.0)) / attr.size, 0.0, 1.0), 64
 
 
 class SW(LDPProtocol):
