@@ -8,6 +8,11 @@ times the error measured with its seed, so a test fails only if the method is br
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from typing import Any
+
 import numpy as np
 
 import fugu
@@ -42,3 +47,68 @@ def test_sw_counts_of_unequal_bins_are_the_bins_counts() -> None:
     rel = fugu.ldp.SW(dom, 4.0).simulate({"x": x}, rng=fugu.RandomSource(seed=1))
     share = rel.counts / x.size
     assert np.abs(share - [0.25, 0.25, 0.5]).sum() < 0.1, share
+
+
+# -- 2. randomised response and OUE: the exact ratio of the probabilities the samplers use --------
+class _Recorder(fugu.RandomSource):
+    """A seeded source that records every Bernoulli probability and every uniform bound."""
+
+    def __init__(self) -> None:
+        super().__init__(seed=0)
+        self.ps: list[float] = []
+        self.bounds: list[int] = []
+
+    def bernoulli(self, p: Any, size: Any = None) -> Any:
+        self.ps.extend(np.asarray(p, dtype=np.float64).reshape(-1).tolist())
+        return super().bernoulli(p, size)
+
+    def below(self, bound: Any) -> Any:
+        self.bounds.extend(int(b) for b in np.asarray(bound).reshape(-1))
+        return super().below(bound)
+
+
+def _used(p: float) -> Fraction:
+    """P(True) of ``RandomSource.bernoulli(p)``: floor(p·2^64)/2^64 (capped; p >= 1 always)."""
+    if p >= 1.0:
+        return Fraction(1)
+    return Fraction(int(min(math.ldexp(p, 64), float(2**64 - 2048))), 2**64)
+
+
+def _rr_distribution(p: float, bound: int, k: int) -> tuple[Fraction, Fraction]:
+    """``(P(report = true value), P(report = one given other value))`` of randomised response
+    over ``k`` values as drawn: a Bernoulli(p) then a uniform integer below ``bound``. Either
+    *change* w.p. p to one of the other k − 1 values (``bound = k − 1``), or *keep* w.p. p,
+    else a uniform value of all k (``bound = k``)."""
+    used = _used(p)
+    if bound == k - 1:
+        return 1 - used, used / (k - 1)
+    assert bound == k, (bound, k)
+    return used + (1 - used) / k, (1 - used) / k
+
+
+def _log_ratio_excess(a: Fraction, b: Fraction, eps: float) -> Decimal:
+    """max(a/b, b/a) / e^ε − 1, exactly enough (60 digits; ε is the double itself)."""
+    r = max(a / b, b / a)
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return Decimal(r.numerator) / Decimal(r.denominator) / Decimal(eps).exp() - 1
+
+
+def test_grr_ratio_never_exceeds_e_eps_by_rounding() -> None:
+    """(c − 1)/(e^ε + c − 1) was rounded up by one ulp, less than the error of computing it
+    (exp, sum and quotient can be 2 ulps off): at ε = 3.4210477845739776e-05, c = 3 the kept
+    value was e^ε·(1 + 2.3e-16) times as likely as another (found by a sweep of 4,000 random
+    (ε, c)). The change probability is now raised by a relative 2^-50."""
+    for eps, c in [(3.4210477845739776e-05, 3), (0.1, 3), (2.0, 2), (20.0, 2)]:
+        rng = _Recorder()
+        fugu.ldp.oracles.grr_perturb(np.array([0]), c, eps, rng)
+        keep, other = _rr_distribution(rng.ps[0], rng.bounds[0], c)
+        assert _log_ratio_excess(keep, other, eps) <= 0, (eps, c)
+
+
+def test_oue_ratio_never_exceeds_e_eps_by_rounding() -> None:
+    """OUE's 0-bit probability 1/(e^ε + 1) had the same one-ulp margin: at ε =
+    0.5240032176852624 the ratio (1 − q)/q was e^ε·(1 + 5.4e-17) (a sweep of 20,000 ε)."""
+    for eps in (0.5240032176852624, 1e-6, 1.0, 20.0):
+        q = _used(fugu.ldp.oracles.oue_zero_bit_probability(eps))
+        assert _log_ratio_excess(1 - q, q, eps) <= 0, eps

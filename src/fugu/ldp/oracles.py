@@ -223,16 +223,19 @@ def _other_uniform(true: NDArray[np.int64], k: int, rng: RandomSource) -> NDArra
 
 
 def _round_up(p: Any) -> Any:
-    """A probability raised by one ulp and one step of the sampler's 2^-64 grid (capped at 1), so
-    ``RandomSource.bernoulli``'s rounding down never draws it below ``p``."""
-    return np.minimum(1.0, np.asarray(p, dtype=np.float64) * (1 + 2.0**-52) + 2.0**-64)
+    """A probability raised by a relative 2^-50 and one step of the sampler's 2^-64 grid (capped
+    at 1), so neither the double arithmetic that computed ``p`` (exp, a sum and a quotient: up
+    to about 2 ulps) nor ``RandomSource.bernoulli``'s rounding down draws it below the exact
+    value. (One ulp was too little: GRR's ratio reached e^ε·(1 + 2.3e-16), OUE's
+    e^ε·(1 + 5.4e-17).)"""
+    return np.minimum(1.0, np.asarray(p, dtype=np.float64) * (1 + 2.0**-50) + 2.0**-64)
 
 
 def _kept(epsilon: float, k: ArrayLike, size: int, rng: RandomSource) -> NDArray[np.bool_]:
     """Randomised response's "keep the true value" draws over domains of ``k`` values.
 
     The *change* event is drawn, with probability (k − 1)/(e^ε + k − 1) computed directly and
-    rounded up (one ulp, then one step of the sampler's 2^-64 grid), so P(keep)/P(one other
+    rounded up (:func:`_round_up`), so P(keep)/P(one other
     value) never exceeds e^ε. Drawing "keep" with e^ε/(e^ε + k − 1), a double near 1 at large
     ε, lost the relative precision of its complement: the ratio was e^ε·(1 + 1.8e-8) at ε = 20.
     """
@@ -243,9 +246,9 @@ def _kept(epsilon: float, k: ArrayLike, size: int, rng: RandomSource) -> NDArray
 
 
 def oue_zero_bit_probability(epsilon: float) -> float:
-    """P(a 0-bit of OUE's one-hot vector is reported as 1): 1/(e^ε + 1), rounded up (one ulp,
-    then one step of the sampler's 2^-64 grid) so that the sampler's rounding down never makes
-    the likelihood ratio (1 − q)/q exceed e^ε."""
+    """P(a 0-bit of OUE's one-hot vector is reported as 1): 1/(e^ε + 1), rounded up
+    (:func:`_round_up`) so that the sampler's rounding down never makes the likelihood ratio
+    (1 − q)/q exceed e^ε."""
     return float(_round_up(1.0 / (math.exp(epsilon) + 1.0)))
 
 
