@@ -112,3 +112,39 @@ def test_oue_ratio_never_exceeds_e_eps_by_rounding() -> None:
     for eps in (0.5240032176852624, 1e-6, 1.0, 20.0):
         q = _used(fugu.ldp.oracles.oue_zero_bit_probability(eps))
         assert _log_ratio_excess(1 - q, q, eps) <= 0, eps
+
+
+def test_grr_over_a_huge_domain_at_small_eps_keeps_both_ratios() -> None:
+    """GRR over k values at small ε: P(keep) = e^ε/(e^ε + k − 1) was drawn as 1 − P(change),
+    with P(change) a double near 1, whose spacing (2^-53) is wider than the whole admissible
+    interval once k is about 2^34 at ε = 1e-6. HIO with ``oracle="grr"`` over six attributes of
+    64 values reports its finest layer (2^36 cells) that way: another value was e^ε·(1 + 1.4e-5)
+    times as likely as the true one (effective ε 1.5e-5 instead of 1e-6; 2.4e-4 at 2^40 cells).
+    Over large domains the value is now kept with probability (e^ε − 1)/(e^ε − 1 + k), rounded
+    down, else drawn uniformly from all k values, so both ratios hold by construction."""
+    dom = fugu.Domain([fugu.Ordinal(f"a{i}", 0, 63) for i in range(6)])
+    hio = fugu.ldp.HIO(dom, 1e-6, oracle="grr")
+    last = hio.n_groups - 1
+    k = int(hio.grouped.cells[last])
+    assert k == 2**36
+    for eps, kk in [(1e-6, 2**36), (1e-6, 2**40), (1e-4, 2**40), (1e-6, 2**31 + 7)]:
+        rng = _Recorder()
+        grouped = fugu.ldp.GroupedOracle(eps, [kk], "grr")
+        grouped.perturb(np.array([0]), np.array([kk - 1]), rng)
+        keep, other = _rr_distribution(rng.ps[0], rng.bounds[0], kk)
+        assert _log_ratio_excess(keep, other, eps) <= 0, (eps, kk)
+        # and the signal P(true) − P(other) is GRR's (what the estimator divides by) up to the
+        # sampler's 2^-64 grid: 0.2% at α ≈ 1.5e-17 (2^36 values), 5% at 2^40 (before: a
+        # double near 1 whose spacing exceeded α, all noise)
+        alpha = math.expm1(eps) / (math.expm1(eps) + kk)
+        assert 0 < float(keep - other) <= alpha
+        assert alpha - float(keep - other) <= 2.0**-64, (eps, kk)
+    rng = _Recorder()
+    hio.client(rng).perturb(np.zeros((1, 6), np.int64), groups=[last])
+    keep, other = _rr_distribution(rng.ps[0], rng.bounds[0], k)
+    assert _log_ratio_excess(keep, other, 1e-6) <= 0
+    for c in (2**29, 2**40):  # the plain GRR/OLH samplers share the rule
+        rng = _Recorder()
+        fugu.ldp.oracles.grr_perturb(np.array([3]), c, 1e-6, rng)
+        keep, other = _rr_distribution(rng.ps[0], rng.bounds[0], c)
+        assert _log_ratio_excess(keep, other, 1e-6) <= 0, c

@@ -216,12 +216,6 @@ def choose_oracle(c: int, epsilon: float) -> str:
 
 
 # -- randomisers (vectorised; every draw from the RandomSource) ---------------------------------
-def _other_uniform(true: NDArray[np.int64], k: int, rng: RandomSource) -> NDArray[np.int64]:
-    """A uniform value of [0, k) other than ``true``, elementwise."""
-    shift = rng.below(np.full(true.size, k - 1, dtype=np.uint64)).astype(np.int64) + 1
-    return (true + shift) % k
-
-
 def _round_up(p: Any) -> Any:
     """A probability raised by a relative 2^-50 and one step of the sampler's 2^-64 grid (capped
     at 1), so neither the double arithmetic that computed ``p`` (exp, a sum and a quotient: up
@@ -231,18 +225,49 @@ def _round_up(p: Any) -> Any:
     return np.minimum(1.0, np.asarray(p, dtype=np.float64) * (1 + 2.0**-50) + 2.0**-64)
 
 
-def _kept(epsilon: float, k: ArrayLike, size: int, rng: RandomSource) -> NDArray[np.bool_]:
-    """Randomised response's "keep the true value" draws over domains of ``k`` values.
+#: Randomised response over more than ``2^20·e^ε + 1`` values draws "keep, else uniform over all
+#: k" (:func:`_randomised_response`); below, "change to one of the other k − 1".
+_RR_LARGE = 2.0**20
 
-    The *change* event is drawn, with probability (k − 1)/(e^ε + k − 1) computed directly and
-    rounded up (:func:`_round_up`), so P(keep)/P(one other
-    value) never exceeds e^ε. Drawing "keep" with e^ε/(e^ε + k − 1), a double near 1 at large
-    ε, lost the relative precision of its complement: the ratio was e^ε·(1 + 1.8e-8) at ε = 20.
+
+def _randomised_response(
+    values: NDArray[np.int64], k: ArrayLike, epsilon: float, rng: RandomSource
+) -> NDArray[np.int64]:
+    """k-ary randomised response of ``values`` (each in ``[0, k)``; ``k`` a scalar or one per
+    value): the true value with probability e^ε/(e^ε + k − 1), each other one with
+    1/(e^ε + k − 1). Both ratios are at most e^ε for the probabilities actually drawn:
+
+    * ``k − 1 ≤ 2^20·e^ε``: the *change* event is drawn with (k − 1)/(e^ε + k − 1) computed
+      directly and rounded up (:func:`_round_up`), then one of the other k − 1 values uniformly.
+      (Drawing "keep" with a double near 1 lost the relative precision of its complement: the
+      ratio was e^ε·(1 + 1.8e-8) at ε = 20, k = 2.)
+    * larger k: the value is *kept* with α = (e^ε − 1)/(e^ε − 1 + k), rounded down, else a
+      uniform value of all k is sent (the true one included). P(true)/P(other) = 1 + αk/(1 − α)
+      ≤ e^ε whatever α's rounding, and P(other) ≤ P(true). Drawing the change event there, a
+      double near 1, could not hold the other ratio: the admissible interval for it is about
+      2ε/k wide, below the doubles' spacing 2^-53 from k ≈ 2^34 at ε = 1e-6 (GRR over 2^36
+      values gave another value e^ε·(1 + 1.4e-5) times the true one's probability).
     """
+    v = np.asarray(values, dtype=np.int64).reshape(-1)
+    kk = np.broadcast_to(np.asarray(k, dtype=np.int64), v.shape)
     e = math.exp(epsilon)
-    k_arr = np.asarray(k, dtype=np.float64)
-    change = _round_up((k_arr - 1) / (e + k_arr - 1))
-    return ~rng.bernoulli(change, size=size if change.ndim == 0 else None)
+    k_f = kk.astype(np.float64)
+    large = k_f - 1 > _RR_LARGE * e
+    if not large.any():
+        change = _round_up((k_f - 1) / (e + k_f - 1))
+        keep = ~rng.bernoulli(change)
+        shift = rng.below(np.maximum(kk - 1, 1).astype(np.uint64)).astype(np.int64) + 1
+        return np.where(keep | (kk == 1), v, (v + shift) % np.maximum(kk, 1))
+    em1 = math.expm1(epsilon)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = _round_up((k_f - 1) / (e + k_f - 1))
+        alpha = em1 / (em1 + k_f) * (1 - 2.0**-48)  # rounded down (≤ 3 ulps of error)
+    draw = rng.bernoulli(np.where(large, alpha, change))
+    keep = np.where(large, draw, ~draw)
+    bound = np.where(large, kk, np.maximum(kk - 1, 1)).astype(np.uint64)
+    u = rng.below(bound).astype(np.int64)
+    other = np.where(large, u, (v + u + 1) % np.maximum(kk, 1))
+    return np.where(keep | (kk == 1), v, other)
 
 
 def oue_zero_bit_probability(epsilon: float) -> float:
@@ -256,8 +281,7 @@ def grr_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) ->
     """Generalised randomised response over ``[0, c)``: keep w.p. e^ε/(e^ε+c−1), else another
     value uniformly."""
     v = np.asarray(values, dtype=np.int64).reshape(-1)
-    keep = _kept(epsilon, c, v.size, rng)
-    return np.where(keep, v, _other_uniform(v, c, rng))
+    return _randomised_response(v, c, epsilon, rng)
 
 
 def olh_perturb(
@@ -268,8 +292,7 @@ def olh_perturb(
     v = np.asarray(values, dtype=np.int64).reshape(-1)
     seeds = rng.bits32(v.size).copy()
     h = olh_hash(v, seeds, g, wide)
-    keep = _kept(epsilon, g, v.size, rng)
-    return seeds, np.where(keep, h, _other_uniform(h, g, rng))
+    return seeds, _randomised_response(h, g, epsilon, rng)
 
 
 def oue_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) -> NDArray[np.uint8]:
@@ -681,13 +704,8 @@ class GroupedOracle:
         is_grr = kinds[groups] if n else np.zeros(0, bool)
         sel = np.flatnonzero(is_grr)
         if sel.size:
-            # GRR per group domain: keep w.p. p_j, else another value uniformly (vectorised
-            # over groups with per-user domain sizes).
-            k = self.cells[groups[sel]]
-            keep = _kept(self.epsilon, k, sel.size, rng)
-            shift = rng.below(np.maximum(k - 1, 1).astype(np.uint64)).astype(np.int64) + 1
-            v = values[sel]
-            y[sel] = np.where(keep | (k == 1), v, (v + shift) % k)
+            # GRR per group domain (vectorised over groups with per-user domain sizes)
+            y[sel] = _randomised_response(values[sel], self.cells[groups[sel]], self.epsilon, rng)
         wide = self.cells[groups] > 2**32 if n else np.zeros(0, bool)
         for w in (False, True):
             sel = np.flatnonzero(~is_grr & (wide == w))
