@@ -4,9 +4,39 @@ Each test failed before the fix it comes with (see the commit messages)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import fugu
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One small local Spark session for the few Spark checks of this module."""
+    pytest.importorskip("pyspark")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("fugu-review-engines17")
+        .config("spark.driver.memory", "1g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
 
 LABELS = fugu.Domain([fugu.Nominal("b", ["x", "a", 'b"', "a\nb"])])
 
@@ -23,3 +53,37 @@ def test_numpy_engine_keeps_a_quoted_line_break_across_reader_blocks(tmp_path: P
         f.write('"a\nb"\n' * rows)
     hist = fugu.Histogram.from_file(path, LABELS, engine="numpy", out_of_domain="drop")
     assert hist.counts.tolist() == [0, 0, 0, rows]
+
+
+# -- 2. Spark read a quoted value holding a line break as two records ---------------------------
+@pytest.mark.parametrize("method", ["arrow", "jvm"])
+def test_spark_reads_a_quoted_line_break_as_one_record(
+    spark: Any, tmp_path: Path, method: str
+) -> None:
+    """Spark's CSV reader (without multiLine) splits records at every line break: in a
+    one-column file the record ``"a<LF>b"`` became the two records ``a`` and ``b"`` (one record
+    counted twice, in two cells; the total one too many). The other engines read it as one."""
+    path = tmp_path / "quoted.csv"
+    path.write_text('b\nx\n"a\nb"\nx\n')
+    dom = fugu.Domain([fugu.Nominal("b", ["x", "a", 'b"', "a\nb"])])
+    expected = [2, 0, 0, 1]
+    for engine in ("numpy", "duckdb"):
+        assert fugu.Histogram.from_file(path, dom, engine=engine).counts.tolist() == expected
+    hist = fugu.Histogram.from_file(
+        path, dom, engine="spark", spark=spark, method=method, out_of_domain="drop"
+    )
+    assert hist.counts.tolist() == expected
+
+
+def test_spark_reads_a_quoted_line_break_in_a_wide_file(spark: Any, tmp_path: Path) -> None:
+    """Two columns: the halves of ``x,"p<LF>q,r"`` have two fields each, so FAILFAST did not
+    see them and Spark counted two records, (x, p) and (q, r")."""
+    path = tmp_path / "quoted2.csv"
+    path.write_text('a,b\nx,"p\nq,r"\ny,p\n')
+    dom = fugu.Domain(
+        [fugu.Nominal("a", ["x", "y", "q"]), fugu.Nominal("b", ["p", 'r"', "p\nq,r"])]
+    )
+    want = fugu.Histogram.from_file(path, dom, engine="numpy").counts.tolist()
+    assert want == [[0, 0, 1], [1, 0, 0], [0, 0, 0]]
+    got = fugu.Histogram.from_file(path, dom, engine="spark", spark=spark, out_of_domain="drop")
+    assert got.counts.tolist() == want

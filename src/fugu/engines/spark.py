@@ -123,17 +123,36 @@ def _is_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark") and hasattr(data, "mapInArrow")
 
 
-def _refuse_empty_lines(spark: Any, path: str) -> None:
-    """Spark's CSV reader skips empty lines, but in a one-column CSV an empty line is a record
-    whose value is missing: refuse the file, as the numpy and DuckDB engines do (one extra scan
-    of the text, stopped at the first empty line)."""
+def _scan_lines(spark: Any, path: str) -> bool:
+    """Refuse a CSV with an empty line, and say whether a quoted value spans lines.
+
+    Spark's CSV reader skips empty lines, but in a one-column CSV an empty line is a record whose
+    value is missing: refuse the file, as the numpy and DuckDB engines do.
+
+    Without ``multiLine`` Spark also splits records at every line break, even inside a quoted
+    value (RFC 4180 allows one): the record ``"a<LF>b"`` became the records ``a`` and ``b"``,
+    one record counted twice, in two cells (the other engines read one). A line with an odd
+    number of quotes is where such a value starts or ends; then the file is read with
+    ``multiLine`` (one task per file, so only then). One extra scan of the text finds both.
+    """
     from pyspark.sql import functions as F
 
-    if spark.read.text(path).filter(F.trim(F.col("value")) == "").limit(1).count():
+    value = F.col("value")
+    quotes = F.length(value) - F.length(F.regexp_replace(value, '"', ""))
+    row = (
+        spark.read.text(path)
+        .agg(
+            F.max((F.trim(value) == "").cast("int")).alias("empty"),
+            F.max((quotes % 2 == 1).cast("int")).alias("odd"),
+        )
+        .collect()[0]
+    )
+    if row["empty"]:
         raise FileFormatError(
             f"cannot read {path!r} as CSV: it has an empty line, which is a record with missing "
             "values (fugu never skips records): remove it or fill in the values"
         )
+    return bool(row["odd"])
 
 
 def _refuse_malformed_rows(df: Any, path: str) -> None:
@@ -189,23 +208,28 @@ def read(
     if fmt == "parquet":
         return spark.read.parquet(p)
     if fmt == "csv":
-        _refuse_empty_lines(spark, p)
-        df = spark.read.csv(p, header=True, inferSchema=True, **_csv_options(p))
+        options = _csv_options(p, multiline=_scan_lines(spark, p))
+        df = spark.read.csv(p, header=True, inferSchema=True, **options)
         _refuse_malformed_rows(df, p)
-        return _as_text(spark, df, p, text_columns)
+        return _as_text(spark, df, p, text_columns, options)
     raise InvalidParameterError(f"format must be 'parquet' or 'csv', got {fmt!r}")
 
 
-def _csv_options(path: str) -> dict[str, str]:
+def _csv_options(path: str, multiline: bool = False) -> dict[str, str]:
     """Spark's CSV options for the dialect every engine reads (RFC 4180: a quote inside a
     quoted field is doubled, where Spark's default escape is a backslash and kept ``"a""b"``
-    as written; tabs for ``*.tsv``)."""
+    as written; tabs for ``*.tsv``; ``multiline``: quoted values may span lines)."""
     from .file_numpy import is_tsv
 
-    return {"mode": "FAILFAST", "escape": '"', "sep": "\t" if is_tsv(path) else ","}
+    options = {"mode": "FAILFAST", "escape": '"', "sep": "\t" if is_tsv(path) else ","}
+    if multiline:
+        options["multiLine"] = "true"
+    return options
 
 
-def _as_text(spark: Any, df: Any, path: str, text_columns: Sequence[str]) -> Any:
+def _as_text(
+    spark: Any, df: Any, path: str, text_columns: Sequence[str], options: dict[str, str]
+) -> Any:
     """``df`` (a CSV read with inferred types) read again with ``text_columns`` as strings."""
     from pyspark.sql import types as T
 
@@ -219,7 +243,7 @@ def _as_text(spark: Any, df: Any, path: str, text_columns: Sequence[str]) -> Any
             for f in fields
         ]
     )
-    return spark.read.csv(path, header=True, schema=schema, **_csv_options(path))
+    return spark.read.csv(path, header=True, schema=schema, **options)
 
 
 def _to_dataframe(data: Any, spark: Any, sql: str | None, text_columns: Sequence[str] = ()) -> Any:
