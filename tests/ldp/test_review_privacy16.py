@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pytest
 
 import fugu
 from fugu.ldp.square_wave import unit_values
@@ -148,3 +149,36 @@ def test_grr_over_a_huge_domain_at_small_eps_keeps_both_ratios() -> None:
         fugu.ldp.oracles.grr_perturb(np.array([3]), c, 1e-6, rng)
         keep, other = _rr_distribution(rng.ps[0], rng.bounds[0], c)
         assert _log_ratio_excess(keep, other, 1e-6) <= 0, c
+
+
+# -- 3. the public randomisers refuse values outside their domain ---------------------------------
+@pytest.mark.parametrize(
+    ("call", "values"),
+    [
+        ("grr", [0, 5]),  # 5 was kept w.p. e^ε/(e^ε + 3): a report no in-domain value can give
+        ("grr", [-1]),
+        ("grr", [2.7]),  # truncated to 2 without a word
+        ("oue", [4]),  # IndexError
+        ("oue", [1.5]),
+        ("olh", [2**32 + 5]),  # hashed as 5: the low 32 bits, silently
+        ("olh", [-3]),
+        ("olh", [float("nan")]),
+    ],
+)
+def test_randomisers_refuse_values_outside_their_domain(call: str, values: list[Any]) -> None:
+    """``grr_perturb``, ``oue_perturb`` and ``olh_perturb`` are public (``__all__``) and took
+    any value: GRR sent an out-of-domain value back unchanged with the keep probability (a
+    report that names it), fractions were truncated, OLH hashed the low 32 bits of a wider value
+    (two values, one report distribution). They now refuse, naming the argument and the range
+    but not the (private) value."""
+    rng = fugu.RandomSource(seed=1)
+    run = {
+        "grr": lambda: fugu.ldp.oracles.grr_perturb(values, 4, 1.0, rng),
+        "oue": lambda: fugu.ldp.oracles.oue_perturb(values, 4, 1.0, rng),
+        "olh": lambda: fugu.ldp.oracles.olh_perturb(values, 4, 1.0, rng),
+    }[call]
+    with pytest.raises(fugu.errors.InvalidParameterError, match="values") as err:
+        run()
+    assert "2.7" not in str(err.value) and "4294967301" not in str(err.value)
+    # in-domain values still work, as integers or integral floats
+    assert fugu.ldp.oracles.grr_perturb([0, 3.0], 4, 1.0, rng).shape == (2,)

@@ -277,28 +277,61 @@ def oue_zero_bit_probability(epsilon: float) -> float:
     return float(_round_up(1.0 / (math.exp(epsilon) + 1.0)))
 
 
+def _values_below(values: ArrayLike, bound: int, what: str) -> NDArray[np.int64]:
+    """``values`` as int64 after checking that each is an integer in ``[0, bound)``. The
+    message names the range, never a value (they are a user's private data)."""
+    arr = np.asarray(values).reshape(-1)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < 0) | (arr >= bound)
+    elif arr.dtype.kind in "iu":
+        bad = (arr < 0) | (arr >= bound)
+    else:
+        raise InvalidParameterError(
+            f"{what}: values must be integer codes in [0, {bound}), got values of type "
+            f"{arr.dtype}; encode records with Domain.encode_columns first"
+        )
+    if bad.any():
+        raise InvalidParameterError(
+            f"{what}: {int(bad.sum())} of {arr.size} values are not integer codes in "
+            f"[0, {bound}) (NaN, fractions or out of range); encode records with "
+            f"Domain.encode_columns first (it names the attribute and the fix)"
+        )
+    return arr.astype(np.int64)
+
+
 def grr_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) -> NDArray[np.int64]:
     """Generalised randomised response over ``[0, c)``: keep w.p. e^ε/(e^ε+c−1), else another
-    value uniformly."""
-    v = np.asarray(values, dtype=np.int64).reshape(-1)
-    return _randomised_response(v, c, epsilon, rng)
+    value uniformly. ``values`` must be integer codes in ``[0, c)``."""
+    eps = check_ldp_epsilon(epsilon, "grr_perturb")
+    c = check_positive_int(c, "c", minimum=2)
+    v = _values_below(values, c, "grr_perturb")
+    return _randomised_response(v, c, eps, rng)
 
 
 def olh_perturb(
     values: ArrayLike, g: int, epsilon: float, rng: RandomSource, wide: bool = False
 ) -> tuple[NDArray[np.uint32], NDArray[np.int64]]:
     """OLH: a fresh 32-bit seed per user, ``y = H_seed(v)`` kept w.p. e^ε/(e^ε+g−1), else
-    another bucket uniformly. Returns ``(seeds, y)``."""
-    v = np.asarray(values, dtype=np.int64).reshape(-1)
+    another bucket uniformly. Returns ``(seeds, y)``. ``values`` must be integer codes below
+    2^32 (below 2^63 with ``wide``: the 8-byte hash)."""
+    eps = check_ldp_epsilon(epsilon, "olh_perturb")
+    g = check_positive_int(g, "g", minimum=2)
+    v = _values_below(values, 2**63 - 1 if wide else 2**32, "olh_perturb")
     seeds = rng.bits32(v.size).copy()
     h = olh_hash(v, seeds, g, wide)
-    return seeds, _randomised_response(h, g, epsilon, rng)
+    return seeds, _randomised_response(h, g, eps, rng)
 
 
 def oue_perturb(values: ArrayLike, c: int, epsilon: float, rng: RandomSource) -> NDArray[np.uint8]:
     """OUE: the one-hot vector of v with the 1-bit kept w.p. 1/2 and each 0-bit set w.p.
-    1/(e^ε+1). Returns packed bits, shape (n, ⌈c/8⌉), least-significant bit first."""
-    v = np.asarray(values, dtype=np.int64).reshape(-1)
+    1/(e^ε+1). Returns packed bits, shape (n, ⌈c/8⌉), least-significant bit first. ``values``
+    must be integer codes in ``[0, c)``."""
+    check_ldp_epsilon(epsilon, "oue_perturb")
+    c = check_positive_int(c, "c", minimum=1)
+    v = _values_below(values, c, "oue_perturb")
     width = (c + 7) // 8
     out = np.zeros((v.size, width), dtype=np.uint8)
     q = oue_zero_bit_probability(epsilon)
