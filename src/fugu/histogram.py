@@ -109,6 +109,13 @@ class Histogram:
         if engine == "spark" or type(data).__module__.startswith("pyspark"):
             from .engines import spark as spark_engine
 
+            if "sql" in engine_options:  # the query's rows would be counted, not the records
+                raise InvalidParameterError(
+                    "Histogram.from_records counts the records it is given and takes no sql=; "
+                    "count the rows of a query with Histogram.from_file(None, domain, sql=..., "
+                    "engine='spark'), which records the query as the public filter"
+                )
+
             counts = spark_engine.histogram(
                 data, domain, out_of_domain=out_of_domain, **engine_options
             )

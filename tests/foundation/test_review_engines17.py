@@ -87,3 +87,22 @@ def test_spark_reads_a_quoted_line_break_in_a_wide_file(spark: Any, tmp_path: Pa
     assert want == [[0, 0, 1], [1, 0, 0], [0, 0, 0]]
     got = fugu.Histogram.from_file(path, dom, engine="spark", spark=spark, out_of_domain="drop")
     assert got.counts.tolist() == want
+
+
+# -- 3. from_records(engine="spark", sql=...) counted the query, not the records -----------------
+def test_from_records_on_spark_refuses_sql(spark: Any) -> None:
+    """``sql=`` went on to the Spark engine, which counted the query's rows instead of the
+    records given, and the histogram did not record the query: its total was taken as public
+    (``counts_a_subset`` False) although replacing a record can move it in or out of the
+    query's result. The records are counted, or the call is refused before anything is read."""
+    df = spark.createDataFrame([(0,), (1,), (3,)], ["age"])
+    df.createOrReplaceTempView("review17_people")
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 3)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="from_file"):
+        fugu.Histogram.from_records(
+            df, dom, engine="spark", sql="SELECT * FROM review17_people WHERE age >= 1"
+        )
+    hist = fugu.Histogram.from_file(
+        None, dom, engine="spark", sql="SELECT * FROM review17_people WHERE age >= 1"
+    )
+    assert hist.counts.tolist() == [0, 1, 0, 1] and hist.counts_a_subset
