@@ -182,3 +182,37 @@ def test_randomisers_refuse_values_outside_their_domain(call: str, values: list[
     assert "2.7" not in str(err.value) and "4294967301" not in str(err.value)
     # in-domain values still work, as integers or integral floats
     assert fugu.ldp.oracles.grr_perturb([0, 3.0], 4, 1.0, rng).shape == (2,)
+
+
+# -- 4. HIO's partial state (its reports) is checked like the summed states of other methods ------
+def _hio() -> fugu.ldp.HIO:
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 7), fugu.Ordinal("b", 0, 7)])
+    return fugu.ldp.HIO(dom, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("state", "n"),
+    [
+        ({"group": [99, 2], "seed": [0], "y": [5, 7, 8]}, 1),  # lengths differ: IndexError later
+        ({"group": [3], "seed": [0], "y": [-5]}, 1),  # a bucket no client sends
+        ({"group": [-1], "seed": [0], "y": [0]}, 1),  # a group that does not exist
+        ({"group": [3], "seed": [0], "y": [0]}, 5),  # n = 5 from 1 report: every answer x5
+        ({"group": [3.5], "seed": [0], "y": [0]}, 1),
+    ],
+)
+def test_hio_refuses_a_partial_state_that_partial_cannot_have_made(
+    state: dict[str, list[Any]], n: int
+) -> None:
+    """``Aggregator.add_partial`` checks summed states (keys, shape, integer counts) but skipped
+    every check for HIO, whose state is the accepted reports: columns of different lengths,
+    reports its ``_validate`` rejects, and an ``n_accepted`` other than the number of reports
+    were absorbed (the last gave a release scaling every layer by n = 5 from one report)."""
+    hio = _hio()
+    with pytest.raises(fugu.errors.ReportError):
+        agg = hio.aggregator().add_partial({k: np.asarray(v) for k, v in state.items()}, n)
+        agg.estimate()
+    # a real partial is absorbed
+    reports = hio.client(fugu.RandomSource(seed=1)).perturb({"a": [1, 2, 3], "b": [4, 5, 6]})
+    st, n_ok, rejected = hio.partial(reports.columns, reports.n)
+    agg = hio.aggregator().add_partial(st, n_ok, rejected)
+    assert agg.n_accepted == 3 and agg.estimate().answer({}) == 3

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import Domain
-from ..errors import InvalidParameterError, check_positive_int
+from ..errors import InvalidParameterError, ReportError, check_positive_int
 from ..inference.tree import canonical_runs, consistent_tree, tree_height
 from ..noise import RandomSource
 from ..release import Guarantee, Release
@@ -246,9 +246,38 @@ class HIO(LDPProtocol):
     def merge_state(
         self, a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
-        return {k: np.concatenate([a[k], b[k]]) for k in a}
+        self._check_reports(b, "a partial hio state")
+        return {k: np.concatenate([a[k], b[k]]) for k in ("group", "seed", "y")}
+
+    def _check_reports(self, state: Mapping[str, Any], what: str) -> None:
+        """Refuse a state (kept reports) that :meth:`partial` cannot have made: columns of
+        different lengths or types, or reports that ``_validate`` rejects (the engine path and
+        :meth:`Aggregator.add_partial` take states from outside)."""
+        cols = {k: np.asarray(state[k]) for k in ("group", "seed", "y")}
+        sizes = {v.shape for v in cols.values()}
+        ok = len(sizes) == 1 and all(v.ndim == 1 and v.dtype.kind in "iu" for v in cols.values())
+        if ok and cols["group"].size:
+            seed = cols["seed"]
+            ok = bool(np.all((seed >= 0) & (seed < 2**32)))
+            ok = ok and bool(
+                np.all(self._validate({k: v.astype(np.int64) for k, v in cols.items()}))
+            )
+        if not ok:
+            raise ReportError(
+                f"{what} must hold HIO reports as made by partial(): integer columns 'group', "
+                f"'seed', 'y' of one length with values this protocol can produce; got "
+                f"{ {k: (str(v.dtype), v.shape) for k, v in cols.items()} }"
+            )
 
     def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:
+        self._check_reports(state, "the hio state")
+        if np.asarray(state["group"]).size != n:
+            raise ReportError(
+                f"the hio state holds {np.asarray(state['group']).size:,} reports but "
+                f"n_accepted says {n:,}: HIO's state is the accepted reports themselves, so the "
+                f"two must agree (the partial states were not made by partial(), or were "
+                f"merged with their counts but not their reports)"
+            )
         g = self.guarantee(private=True, n=n)
         return HIORelease(
             self.domain,
