@@ -216,3 +216,18 @@ def test_hio_refuses_a_partial_state_that_partial_cannot_have_made(
     st, n_ok, rejected = hio.partial(reports.columns, reports.n)
     agg = hio.aggregator().add_partial(st, n_ok, rejected)
     assert agg.n_accepted == 3 and agg.estimate().answer({}) == 3
+
+
+# -- 5. bad input: clear errors naming the argument -----------------------------------------------
+@pytest.mark.parametrize("tol", [float("nan"), -1.0, float("inf"), "x", True, None])
+@pytest.mark.parametrize("method", ["SW", "MSW"])
+def test_sw_and_msw_check_tol(method: str, tol: Any) -> None:
+    """``tol`` (the EM stopping rule) was taken as ``float(tol)`` unchecked: NaN or a negative
+    tolerance silently disabled the log-likelihood stop (every release ran max_iter = 10,000
+    EM rounds), "x" raised a bare ValueError naming nothing."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 7), fugu.Ordinal("b", 0, 7)])
+    if method == "SW":
+        dom = fugu.Domain([fugu.Ordinal("a", 0, 7)])
+    with pytest.raises(fugu.errors.FuguError, match="tol"):
+        getattr(fugu.ldp, method)(dom, 1.0, tol=tol)
+    assert getattr(fugu.ldp, method)(dom, 1.0, tol=0).tol == 0.0

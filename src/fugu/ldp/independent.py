@@ -24,7 +24,14 @@ from ..release import Guarantee, Release
 from ..release_state import ArrayList, Meta
 from .multidim_common import YANG, _check_sizes
 from .protocol import ColumnSpec, LDPProtocol
-from .square_wave import default_bins, reconstruct, sw_half_width, sw_histogram, sw_perturb
+from .square_wave import (
+    check_tol,
+    default_bins,
+    reconstruct,
+    sw_half_width,
+    sw_histogram,
+    sw_perturb,
+)
 
 __all__ = ["MSW", "ProductRelease", "Uni", "UniformRelease"]
 
@@ -138,7 +145,7 @@ class MSW(LDPProtocol):
             )
         self.reconstruction = reconstruction
         self.max_iter = check_positive_int(max_iter, "max_iter")
-        self.tol = float(tol)
+        self.tol = check_tol(tol)
         self.b = sw_half_width(self.epsilon)
         self.resolution = check_positive_int(resolution, "resolution", 1)
         self.bins = [default_bins(self.b, c, self.resolution) for c in self.sizes]

@@ -83,6 +83,22 @@ SOURCE = (
 _GRID = float(2**20)
 
 
+def check_tol(tol: object) -> float:
+    """The EM stopping tolerance as a float after checking it is a finite number >= 0 (NaN or a
+    negative value would silently disable the log-likelihood stop)."""
+    if isinstance(tol, bool) or not isinstance(tol, int | float | np.integer | np.floating):
+        raise InvalidTypeError(
+            f"tol must be a number >= 0 (the EM log-likelihood stop), got {tol!r}; e.g. tol=1e-3"
+        )
+    t = float(tol)
+    if not math.isfinite(t) or t < 0:
+        raise InvalidParameterError(
+            f"tol must be a finite number >= 0 (the EM log-likelihood stop), got {t!r}; e.g. "
+            f"tol=1e-3 (the default), or max_iter to bound the rounds"
+        )
+    return t
+
+
 def sw_half_width(epsilon: float) -> float:
     """The mutual-information-optimal half-width ``b`` of the square wave.
 
@@ -365,7 +381,7 @@ class SW(LDPProtocol):
             )
         self.reconstruction = reconstruction
         self.max_iter = check_positive_int(max_iter, "max_iter")
-        self.tol = float(tol)
+        self.tol = check_tol(tol)
 
     def _params(self) -> dict[str, Any]:
         return {
