@@ -231,3 +231,18 @@ def test_sw_and_msw_check_tol(method: str, tol: Any) -> None:
     with pytest.raises(fugu.errors.FuguError, match="tol"):
         getattr(fugu.ldp, method)(dom, 1.0, tol=tol)
     assert getattr(fugu.ldp, method)(dom, 1.0, tol=0).tol == 0.0
+
+
+@pytest.mark.parametrize("method", ["GRR", "SW"])
+def test_a_record_without_an_attribute_is_refused_by_name(method: str) -> None:
+    """``perturb_one({"w": 1})`` raised a bare ``KeyError: 'v'`` (and SW's ``perturb`` too);
+    a record that is not a mapping raised TypeError. Both now name the attribute and the fix."""
+    dom = fugu.Domain([fugu.Ordinal("v", 0, 7)])
+    client = getattr(fugu.ldp, method)(dom, 1.0).client(fugu.RandomSource(seed=1))
+    with pytest.raises(fugu.errors.DomainError, match="'v'"):
+        client.perturb_one({"w": 1})
+    with pytest.raises(fugu.errors.DomainError, match="'v'"):
+        client.perturb({"w": [1, 2]})
+    with pytest.raises(fugu.errors.InvalidTypeError, match="record"):
+        client.perturb_one([1])  # type: ignore[arg-type]
+    assert set(client.perturb_one({"v": 3})) == {"y"}

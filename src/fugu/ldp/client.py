@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, InvalidTypeError
 from ..noise import RandomSource, default_source
 from .reports import Reports, _coerce_column, _empty_column
 
@@ -73,7 +73,13 @@ class Client:
         (public randomness, independent of the record).
         """
         p = self.protocol
-        codes = p.encode({k: [record[k]] for k in p.domain.names})
+        if not isinstance(record, Mapping):
+            raise InvalidTypeError(
+                f"a record must be a mapping {{attribute: value}} with the attributes "
+                f"{list(p.domain.names)}, got {type(record).__name__}"
+            )
+        # a missing attribute is left out, so the domain's encoder names it (never a KeyError)
+        codes = p.encode({k: [record[k]] for k in p.domain.names if k in record})
         g = None
         if p.n_groups > 0:
             if group is None:

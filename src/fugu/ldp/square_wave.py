@@ -401,7 +401,11 @@ class SW(LDPProtocol):
             return super().encode(records)
         if hasattr(records, "to_pydict") and not isinstance(records, Mapping):
             records = records.to_pydict()
-        x, _ = unit_values(self.attr, records[self.attr.name])
+        try:
+            column = records[self.attr.name]
+        except (KeyError, IndexError, TypeError):
+            return super().encode(records)  # the domain's encoder names what is missing
+        x, _ = unit_values(self.attr, column)
         return x[:, None]  # type: ignore[return-value]
 
     def _perturb(self, codes: Any, rng: RandomSource, groups: Any) -> dict[str, np.ndarray]:
