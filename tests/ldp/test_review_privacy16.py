@@ -246,3 +246,14 @@ def test_a_record_without_an_attribute_is_refused_by_name(method: str) -> None:
     with pytest.raises(fugu.errors.InvalidTypeError, match="record"):
         client.perturb_one([1])  # type: ignore[arg-type]
     assert set(client.perturb_one({"v": 3})) == {"y"}
+
+
+def test_hio_refuses_a_layer_too_large_to_index() -> None:
+    """HIO over eleven attributes of 64 values with branching 64 has a finest layer of 2^66
+    cells: the grouped oracle's int64 cell counts raised a bare OverflowError. Now a clear
+    error names the layer size and what to use instead."""
+    dom = fugu.Domain([fugu.Ordinal(f"a{i}", 0, 63) for i in range(11)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="cells"):
+        fugu.ldp.HIO(dom, 1.0, branching=64)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="cells"):
+        fugu.ldp.GroupedOracle(1.0, [4, 2**66])

@@ -26,7 +26,7 @@ from ..noise import RandomSource
 from ..release import Guarantee, Release
 from ..release_state import Array, Meta
 from .multidim_common import YANG, _check_sizes
-from .oracles import GroupedOracle, estimate_counts, olh_support
+from .oracles import MAX_GROUP_CELLS, GroupedOracle, estimate_counts, olh_support
 from .pairs import _NORM_WORDS, PairsRelease, _finish_pairs, _PairsMethod
 from .protocol import ColumnSpec, LDPProtocol
 
@@ -213,6 +213,13 @@ class HIO(LDPProtocol):
             raise InvalidParameterError(
                 f"HIO would split users over {len(self.layers):,} layers; use fewer attributes, a "
                 f"larger branching, or LHIO/CALM/TDG/HDG"
+            )
+        finest = _layer_cells(self.heights, self.branching)
+        if finest > MAX_GROUP_CELLS:
+            raise InvalidParameterError(
+                f"HIO's finest layer would have {finest:,} cells (the product of the attributes' "
+                f"tree sizes), above the 2^62 a report can index; use fewer attributes, or "
+                f"LHIO/CALM/TDG/HDG, which measure attribute pairs"
             )
         self.grouped = GroupedOracle(
             self.epsilon, [_layer_cells(L, self.branching) for L in self.layers], oracle

@@ -671,6 +671,10 @@ def adaptive(domain: Domain, epsilon: float) -> GRR | OLH:
 
 
 # -- one oracle per user group -----------------------------------------------------------------
+#: The most cells one group's oracle may have (cell indices and the samplers' bounds are int64).
+MAX_GROUP_CELLS = 2**62
+
+
 class GroupedOracle:
     """Frequency oracles for user groups: group ``j`` reports a value in ``[0, cells[j])``.
 
@@ -692,7 +696,14 @@ class GroupedOracle:
 
     def __init__(self, epsilon: float, cells: Sequence[int], oracle: str = "adaptive") -> None:
         self.epsilon = check_ldp_epsilon(epsilon, "a grouped frequency oracle")
-        self.cells = np.asarray([check_positive_int(int(k), "cells", 1) for k in cells], np.int64)
+        sizes = [check_positive_int(int(k), "cells", 1) for k in cells]
+        too_big = [k for k in sizes if k > MAX_GROUP_CELLS]
+        if too_big:
+            raise InvalidParameterError(
+                f"a group's oracle would have {max(too_big):,} cells, above the 2^62 a report "
+                f"can index; measure fewer or coarser attributes per group"
+            )
+        self.cells = np.asarray(sizes, np.int64)
         if oracle not in ("adaptive", "grr", "olh", "oue"):
             raise InvalidParameterError(
                 f"oracle must be 'adaptive', 'grr', 'olh' or 'oue', got {oracle!r}"
