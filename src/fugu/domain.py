@@ -408,6 +408,13 @@ class Ordinal:
                 f"attribute {name!r}: empty range low={low} > high={high}; an attribute "
                 f"needs at least one value"
             )
+        if low < -(2**63) or high >= 2**63 or high - low >= 2**63 - 1:
+            # values and codes are int64: wider bounds overflowed (or wrapped) when encoding
+            raise InvalidParameterError(
+                f"attribute {name!r}: low={low} and high={high} must lie in the int64 range "
+                f"[-2**63, 2**63 - 1], at most 2**63 - 2 apart; shift the values (subtract a "
+                f"public offset) or bin them with edges=[...]"
+            )
         object.__setattr__(self, "low", int(low))
         object.__setattr__(self, "high", int(high))
 
@@ -455,6 +462,14 @@ class Ordinal:
                 ) from None
         if arr.dtype.kind == "b":
             arr = arr.astype(np.int64)
+        over = None  # unsigned values beyond int64: above every domain (high < 2**63)
+        shown = arr  # the values quoted in errors
+        if arr.dtype.kind == "u" and self.edges is None:
+            # as int64, so that ``arr - low`` never meets a negative low in unsigned arithmetic
+            # (numpy's OverflowError even for values inside the domain)
+            if arr.dtype.itemsize == 8 and arr.size and int(arr.max()) >= 2**63:
+                over = arr >= np.uint64(2**63)
+            arr = arr.astype(np.int64)
         if arr.dtype.kind == "f":
             nan = np.isnan(arr)
             if nan.any():
@@ -462,20 +477,15 @@ class Ordinal:
                     f"attribute {self.name!r}: {int(nan.sum())} of {arr.size} values are NaN/None; "
                     f"impute or remove them before counting (fugu never drops them silently)"
                 )
-        if self.edges is None and arr.dtype.kind == "i" and arr.size:
+        if self.edges is None and arr.dtype.kind == "i" and arr.size and over is None:
             # Fast path: signed integer column already inside the range. Shifted to start at 0
             # and viewed as unsigned, values below low wrap to huge numbers, so one max() checks
-            # both ends (exact: |v - low| < 2^64 for int64 v and low).
+            # both ends (exact: |v - low| < 2^64 for int64 v and low, and the range is narrower
+            # than 2^63).
             wide = arr.astype(np.int64, copy=False)
             codes = wide if self.low == 0 else wide - np.int64(self.low)
             if int(codes.view(np.uint64).max()) <= int(self.high) - self.low:  # type: ignore[arg-type]
                 return codes
-        elif self.edges is None and arr.dtype.kind == "u" and arr.size:
-            # Unsigned column inside the range (two reductions, one subtraction).
-            if int(arr.min()) >= self.low and int(arr.max()) <= int(self.high):  # type: ignore[arg-type]
-                if self.low == 0:
-                    return arr.astype(np.int64, copy=False)
-                return (arr - self.low).astype(np.int64, copy=False)
         if self.edges is not None:
             e = np.asarray(self.edges)
             codes = np.searchsorted(e, arr, side="right").astype(np.int64) - 1
@@ -492,11 +502,19 @@ class Ordinal:
                         f"bin it with edges=[...]"
                     )
             low_bad, high_bad = arr < self.low, arr > self.high  # type: ignore[operator]
-            codes = (arr - self.low).astype(np.int64) if arr.size else np.zeros(0, np.int64)
+            if over is not None:
+                low_bad &= ~over
+                high_bad |= over
+            inside = ~(low_bad | high_bad)
+            codes = np.zeros(arr.shape, np.int64)
+            if arr.dtype.kind == "i":  # v - low for v in [low, high]: no overflow in int64
+                codes[inside] = arr[inside] - np.int64(self.low)
+            else:
+                codes[inside] = (arr[inside] - self.low).astype(np.int64)
             allowed = f"{self.low}..{self.high}"
         return _apply_policy(
             self.name,
-            arr,
+            shown,
             codes,
             low_bad,
             high_bad,

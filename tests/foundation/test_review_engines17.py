@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import fugu
@@ -106,3 +107,40 @@ def test_from_records_on_spark_refuses_sql(spark: Any) -> None:
         None, dom, engine="spark", sql="SELECT * FROM review17_people WHERE age >= 1"
     )
     assert hist.counts.tolist() == [0, 1, 0, 1] and hist.counts_a_subset
+
+
+# -- 4. unsigned integer columns and the int64 range of an ordinal attribute ---------------------
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.uint64])
+def test_unsigned_columns_on_an_attribute_below_zero(dtype: Any) -> None:
+    """``arr - low`` with a negative ``low`` on an unsigned column raised numpy's OverflowError
+    (``Python integer -3 out of bounds for uint8``), even for values inside the domain: a
+    Parquet file of unsigned integers could not be counted on such a domain."""
+    att = fugu.Ordinal("t", -3, 3)
+    assert att.encode(np.array([0, 1, 3], dtype)).tolist() == [3, 4, 6]
+    assert att.encode(np.array([0, 200], dtype), "clip").tolist() == [3, 6]
+    assert att.encode(np.array([0, 200], dtype), "drop").tolist() == [3, -1]
+    with pytest.raises(fugu.DomainError, match="1 of 2 values lie outside"):
+        att.encode(np.array([0, 200], dtype))
+    dom = fugu.Domain([att])
+    hist = fugu.Histogram.from_records({"t": np.array([1, 2, 2], dtype)}, dom)
+    assert hist.counts.tolist() == [0, 0, 0, 0, 1, 2, 0]
+
+
+def test_uint64_values_beyond_int64_are_outside_the_domain() -> None:
+    top = 2**63 - 1
+    att = fugu.Ordinal("t", top - 3, top)
+    values = np.array([top, 2**63, 2**64 - 1], np.uint64)
+    assert att.encode(values, "clip").tolist() == [3, 3, 3]
+    assert att.encode(values, "drop").tolist() == [3, -1, -1]
+    with pytest.raises(fugu.DomainError, match="2 of 3 values lie outside.*9223372036854775808"):
+        att.encode(values)
+
+
+@pytest.mark.parametrize(
+    ("low", "high"), [(-(2**63) - 1, 0), (0, 2**63), (-(2**62), 2**62), (2**64, 2**64 + 1)]
+)
+def test_ordinal_bounds_must_fit_64_bit_codes(low: int, high: int) -> None:
+    """Bounds beyond int64 gave numpy's OverflowError on the first encode (or codes that wrap
+    around); refused where the attribute is made, naming the range."""
+    with pytest.raises(fugu.InvalidParameterError, match="2\\*\\*63"):
+        fugu.Ordinal("t", low, high)
