@@ -257,3 +257,27 @@ def test_hio_refuses_a_layer_too_large_to_index() -> None:
         fugu.ldp.HIO(dom, 1.0, branching=64)
     with pytest.raises(fugu.errors.InvalidParameterError, match="cells"):
         fugu.ldp.GroupedOracle(1.0, [4, 2**66])
+
+
+# -- 6. a user group without reports --------------------------------------------------------------
+def test_hio_layer_without_reports_is_the_uniform_guess_and_recorded() -> None:
+    """A HIO layer that received no report (few users, many layers: 4,095 layers at d = 6)
+    had every cell estimated as 0, silently: a query answered from it was 0. Such cells are now
+    the uniform guess (n times the cell's share of the domain) and the release says how many
+    layers had no report."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 7), fugu.Ordinal("b", 0, 5)])
+    hio = fugu.ldp.HIO(dom, 2.0, branching=2)
+    empty = hio.layers.index((1, 0))  # a's halves, b's root
+    groups = np.array([g for g in range(hio.n_groups) if g != empty] * 40)
+    n = groups.size
+    codes = np.zeros((n, 2), np.int64)
+    reports = hio.client(fugu.RandomSource(seed=3)).perturb(codes, groups=groups)
+    rel = hio.aggregate(reports)
+    assert rel.answer({"a": (0, 3)}) == n / 2  # one node of the empty layer
+    assert any("no report" in s for s in rel.guarantee.post_processing)
+    # b has 6 values in a tree of 8 leaves: [4, 5] is node 2 of level 2 (2 of the 6 values)
+    empty_b = hio.layers.index((0, 2))
+    groups = np.array([g for g in range(hio.n_groups) if g != empty_b] * 40)
+    reports = hio.client(fugu.RandomSource(seed=3)).perturb(codes, groups=groups)
+    rel = hio.aggregate(reports)
+    assert rel.answer({"b": (4, 5)}) == groups.size * 2 / 6

@@ -101,8 +101,8 @@ class HIORelease(Release):
     def _estimate_cells(self, gid: int, cells: NDArray[np.int64]) -> NDArray[np.float64]:
         a, z = int(self.starts[gid]), int(self.starts[gid + 1])
         ng = z - a
-        if ng == 0:
-            return np.zeros(cells.size)
+        if ng == 0:  # nothing measured: the uniform guess (recorded in the guarantee)
+            return self.n * self._uniform_share(gid, cells)
         kind = self.grouped.kinds[gid]
         k = int(self.grouped.cells[gid])
         if kind == "grr":
@@ -119,6 +119,19 @@ class HIORelease(Release):
             )
         p, q = self.grouped.probabilities(gid)
         return estimate_counts(s, ng, p, q) * (self.n / ng)
+
+    def _uniform_share(self, gid: int, cells: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The share of the domain's values inside each cell of layer ``gid``."""
+        share = np.ones(cells.size)
+        rest = np.asarray(cells, dtype=np.int64).copy()
+        levels = self.layers[gid]
+        for j in reversed(range(len(self.sizes))):
+            node = rest % (self.branching ** levels[j])
+            rest //= self.branching ** levels[j]
+            width = self.branching ** (self.heights[j] - levels[j])
+            inside = np.minimum(self.sizes[j], (node + 1) * width) - node * width
+            share *= np.clip(inside, 0, None) / self.sizes[j]
+        return share
 
     def _answer_bounds(self, bounds: NDArray[np.int64]) -> NDArray[np.float64]:
         b = self.branching
@@ -285,7 +298,16 @@ class HIO(LDPProtocol):
                 f"two must agree (the partial states were not made by partial(), or were "
                 f"merged with their counts but not their reports)"
             )
-        g = self.guarantee(private=True, n=n)
+        empty = self.n_groups - np.unique(np.asarray(state["group"])).size
+        note = (
+            (
+                f"{empty} of {self.n_groups} layers had no report: their cells are the uniform "
+                f"guess (n times the cell's share of the domain)",
+            )
+            if empty
+            else ()
+        )
+        g = self.guarantee(private=True, n=n, post_processing=note)
         return HIORelease(
             self.domain,
             g,
