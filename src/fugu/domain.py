@@ -310,6 +310,24 @@ def _as_array(values: Any, name: str) -> np.ndarray:
     return arr
 
 
+def _text_as_numbers(arr: np.ndarray) -> np.ndarray:
+    """Numbers written as text or held as Python objects: int64 when every value is an integer
+    (exact beyond 2**53, where float64 rounds '9007199254740993' to 2**53), else float64.
+    Raises TypeError / ValueError when a value is not a number."""
+    if arr.dtype.kind in "US":
+        try:
+            return arr.astype(np.int64)
+        except (TypeError, ValueError, OverflowError):
+            return arr.astype(np.float64)
+    values = arr.reshape(-1).tolist()
+    if values and all(isinstance(v, int | np.integer) for v in values):
+        try:
+            return arr.astype(np.int64)
+        except OverflowError:  # beyond int64: beyond every domain, float64 is enough
+            pass
+    return arr.astype(np.float64)
+
+
 def _non_numeric_examples(arr: NDArray[Any], limit: int = 3) -> list[Any]:
     """Up to ``limit`` distinct values that are not numbers (only offending values are shown in
     errors: the column's valid values belong to other records). Runs on the error path only."""
@@ -453,7 +471,7 @@ class Ordinal:
             )
         if arr.dtype.kind in "OUS":
             try:
-                arr = arr.astype(np.float64)
+                arr = _text_as_numbers(arr)
             except (TypeError, ValueError):
                 raise DomainError(
                     f"attribute {self.name!r} is ordinal but got non-numeric values such as "
@@ -501,16 +519,28 @@ class Ordinal:
                         f"fractional values such as {arr[frac][:3].tolist()}; "
                         f"bin it with edges=[...]"
                     )
+                # Compared as int64, exactly: numpy compares float64 with the bound rounded to
+                # float64, so 2**53 + 4.0 passed as <= 2**53 + 3 and got a code past the end.
+                # Whole floats below 2**63 in magnitude are exact int64; the others are beyond
+                # every domain.
+                big = (arr >= 2.0**63) | (arr < -(2.0**63))
+                under = big & (arr < 0)
+                over = big & (arr > 0)
+                arr = np.where(big, 0.0, arr).astype(np.int64)
+            else:
+                under = None
             low_bad, high_bad = arr < self.low, arr > self.high  # type: ignore[operator]
             if over is not None:
                 low_bad &= ~over
                 high_bad |= over
+            if under is not None:
+                high_bad &= ~under
+                low_bad |= under
             inside = ~(low_bad | high_bad)
             codes = np.zeros(arr.shape, np.int64)
-            if arr.dtype.kind == "i":  # v - low for v in [low, high]: no overflow in int64
-                codes[inside] = arr[inside] - np.int64(self.low)
-            else:
-                codes[inside] = (arr[inside] - self.low).astype(np.int64)
+            # int64 values (bool and unsigned ones converted above): v - low for v in
+            # [low, high] cannot overflow
+            codes[inside] = arr[inside] - np.int64(self.low)
             allowed = f"{self.low}..{self.high}"
         return _apply_policy(
             self.name,

@@ -144,3 +144,36 @@ def test_ordinal_bounds_must_fit_64_bit_codes(low: int, high: int) -> None:
     around); refused where the attribute is made, naming the range."""
     with pytest.raises(fugu.InvalidParameterError, match="2\\*\\*63"):
         fugu.Ordinal("t", low, high)
+
+
+# -- 5. integers beyond 2**53 given as floats, strings or Python objects --------------------------
+BIG = 2**53  # from here on, float64 has no odd integers
+
+
+def test_a_float_above_the_domain_is_never_a_code_past_its_end() -> None:
+    """``arr > high`` compared float64 with high rounded to float64: 2**53 + 4.0 (an exact
+    float) on the attribute 2**53..2**53 + 3 passed as inside and got code 4 of 4: the record
+    was counted in the next cell of the domain (here a = 1, t = 2**53) instead of refused."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 1), fugu.Ordinal("t", BIG, BIG + 3)])
+    records = {"a": np.array([0]), "t": np.array([float(BIG + 4)])}
+    with pytest.raises(fugu.DomainError, match="outside the domain"):
+        fugu.Histogram.from_records(records, dom)
+    clipped = fugu.Histogram.from_records(records, dom, out_of_domain="clip")
+    assert clipped.counts.tolist() == [[0, 0, 0, 1], [0, 0, 0, 0]]
+    att = fugu.Ordinal("t", -BIG - 3, -BIG)
+    assert att.encode(np.array([float(-BIG - 4)]), "drop").tolist() == [-1]
+
+
+@pytest.mark.parametrize("kind", ["str", "object"])
+def test_integers_beyond_2_to_53_as_text_or_objects_are_exact(kind: str) -> None:
+    """Text and Python-object columns went through float64: '9007199254740993' (2**53 + 1)
+    was counted as 2**53, and 2**53 + 3 as 2**53 + 4 (past the end of the attribute)."""
+    values = [BIG + 1, BIG + 3, BIG]
+    arr = np.array([str(v) for v in values]) if kind == "str" else np.array(values, object)
+    assert fugu.Ordinal("t", BIG, BIG + 3).encode(arr).tolist() == [1, 3, 0]
+    with pytest.raises(fugu.DomainError, match="outside the domain"):
+        fugu.Ordinal("t", BIG, BIG + 2).encode(arr)
+    mixed = np.array(["1", "2.0", " 3"]) if kind == "str" else np.array([1, 2.0, 3], object)
+    assert fugu.Ordinal("t", 0, 3).encode(mixed).tolist() == [1, 2, 3]
+    with pytest.raises(fugu.DomainError, match="fractional"):
+        fugu.Ordinal("t", 0, 3).encode(np.array([1, 2.5], object if kind == "object" else str))
