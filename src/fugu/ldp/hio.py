@@ -190,6 +190,24 @@ def _layer_cell_of(
     return cell
 
 
+def _node_shares(c: int, b: int, h: int, lv: int) -> NDArray[np.float64]:
+    """The share of an attribute's ``c`` values under each node of level ``lv`` of its b-ary
+    tree of height ``h`` (nodes past the last value hold none)."""
+    width = b ** (h - lv)
+    node = np.arange(b**lv)
+    inside = np.minimum(c, (node + 1) * width) - node * width
+    return np.clip(inside, 0, None) / c
+
+
+def _level_variances(measured: Sequence[bool]) -> list[float] | None:
+    """``level_variance`` for :func:`consistent_tree` (equal variances for measured levels,
+    inf for unmeasured ones, 1e30 for an unmeasured finest level); None when all are measured."""
+    if all(measured):
+        return None
+    last = len(measured) - 1
+    return [1.0 if m else (1e30 if i == last else np.inf) for i, m in enumerate(measured)]
+
+
 class HIO(LDPProtocol):
     """HIO (Wang, Ding, Zhou, Hong, Huang, Li, Jha, SIGMOD 2019; Yang et al. §3).
 
@@ -383,37 +401,63 @@ class LHIO(_PairsMethod):
         layer: dict[tuple[int, int, int, int], NDArray[np.float64]] = {}
         var: dict[tuple[int, int], float] = {}
         for i, (j, k, lj, lk) in enumerate(self.groups):
-            scale = n / ng[i] if ng[i] > 0 else 0.0
-            layer[(j, k, lj, lk)] = ests[i].reshape(b**lj, b**lk) * scale
             if ng[i] > 0:
+                scale = n / ng[i]
+                layer[(j, k, lj, lk)] = ests[i].reshape(b**lj, b**lk) * scale
                 var[(j, k)] = max(
                     var.get((j, k), 0.0), self.grouped.cell_variance(i, ng[i]) * scale**2
                 )
+        empty = int(np.count_nonzero(ng == 0))
         mats, variances = [], []
         for j, k in self.pairs:
             hj, hk = self.heights[j], self.heights[k]
+            shares = [
+                [_node_shares(c, b, h, lv) for lv in range(h + 1)]
+                for c, h in ((self.sizes[j], hj), (self.sizes[k], hk))
+            ]
+            # a layer without reports starts as the uniform guess and is left out of the
+            # least squares (unmeasured: variance inf; at the finest level, where the tree
+            # needs a value, a weight of 1e-30); the pair's root is the public n
+            seen = {
+                (lj, lk): (lj, lk) == (0, 0) or (j, k, lj, lk) in layer
+                for lj in range(hj + 1)
+                for lk in range(hk + 1)
+            }
             L = {
-                (lj, lk): layer.get((j, k, lj, lk), np.full((1, 1), float(n)))
+                (lj, lk): layer.get((j, k, lj, lk), n * np.outer(shares[0][lj], shares[1][lk]))
                 for lj in range(hj + 1)
                 for lk in range(hk + 1)
             }
             for lk in range(hk + 1):  # along attribute j, for every node of attribute k
                 levels = [L[(lj, lk)].T for lj in range(hj + 1)]
-                for lj, arr in enumerate(consistent_tree(levels, b)):
+                v = _level_variances([seen[(lj, lk)] for lj in range(hj + 1)])
+                for lj, arr in enumerate(consistent_tree(levels, b, v)):
                     L[(lj, lk)] = arr.T
+                column = any(seen[(lj, lk)] for lj in range(hj + 1))
+                seen.update({(lj, lk): column for lj in range(hj + 1)})
             for lj in range(hj + 1):  # along attribute k, for every node of attribute j
                 levels = [L[(lj, lk)] for lk in range(hk + 1)]
-                for lk, arr in enumerate(consistent_tree(levels, b)):
+                v = _level_variances([seen[(lj, lk)] for lk in range(hk + 1)])
+                for lk, arr in enumerate(consistent_tree(levels, b, v)):
                     L[(lj, lk)] = arr
             mats.append(L[(hj, hk)][: self.sizes[j], : self.sizes[k]])
             variances.append(var.get((j, k), 1e12))
         matrices, rounds = _finish_pairs(
             self.pairs, mats, variances, n, self.max_iter, self.normalisation
         )
+        note = (
+            (
+                f"{empty} of {self.n_groups} layers had no report: left out of the 2-D "
+                f"consistency (their cells come from the other layers)",
+            )
+            if empty
+            else ()
+        )
         g = self.guarantee(
             private=True,
             n=n,
             post_processing=(
+                *note,
                 "2-D hierarchy least-squares consistency (Hay et al. along each attribute)",
                 f"{_NORM_WORDS[self.normalisation]} + variance-weighted consistency of shared 1-D "
                 f"marginals ({rounds} rounds)",
