@@ -302,3 +302,15 @@ def test_lhio_layer_without_reports_does_not_pull_the_tree_to_zero() -> None:
         if empty_layer[2:] != (3, 3):  # the finest cells need the finest layer
             assert abs(rel.answer({"a": (0, 0), "b": (0, 0)}) - n) < 0.01 * n, empty_layer
         assert any("no report" in s for s in rel.guarantee.post_processing)
+
+
+def test_msw_attribute_without_reports_is_recorded() -> None:
+    """MSW with fewer users than attributes (or unlucky groups): an attribute whose group sent
+    no report got the uniform distribution without a word. The release now says which."""
+    dom = fugu.Domain([fugu.Ordinal(f"a{i}", 0, 7) for i in range(3)])
+    msw = fugu.ldp.MSW(dom, 1.0)
+    codes = np.zeros((40, 3), np.int64)
+    reports = msw.client(fugu.RandomSource(seed=1)).perturb(codes, groups=[0, 1] * 20)
+    rel = msw.aggregate(reports)
+    assert rel.answer({"a2": (0, 3)}) == pytest.approx(20.0)  # the uniform guess
+    assert any("no report" in s and "a2" in s for s in rel.guarantee.post_processing)

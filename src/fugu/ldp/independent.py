@@ -188,9 +188,11 @@ class MSW(LDPProtocol):
         return {"hist": out}
 
     def _estimate(self, state: Mapping[str, np.ndarray], n: int) -> Release:
-        thetas = []
+        thetas, unmeasured = [], []
         for j, c in enumerate(self.sizes):
             h = state["hist"][self.offsets[j] : self.offsets[j + 1]]
+            if not np.any(h):
+                unmeasured.append(self.domain.names[j])
             theta, _ = reconstruct(
                 h,
                 self.epsilon,
@@ -206,6 +208,11 @@ class MSW(LDPProtocol):
             private=True,
             n=n,
             post_processing=(
+                *(
+                    (f"no report for {', '.join(unmeasured)}: uniform distribution",)
+                    if unmeasured
+                    else ()
+                ),
                 f"{self.reconstruction.upper()} reconstruction per attribute",
                 "product of 1-D answers (independence assumption)",
             ),
