@@ -71,9 +71,12 @@ AUTO_DEPENDENCE = (0.05, 0.15)
 
 
 def _log_ramp(x: float, hi: float, lo: float) -> float:
-    """1 at ``x <= lo``, 0 at ``x >= hi``, linear in ``log x`` between."""
+    """1 at ``x <= lo``, 0 at ``x >= hi`` (also ``inf``: no 2-D grid, or none with a report),
+    linear in ``log x`` between."""
     if not x > 0:
         return 1.0
+    if x >= hi:
+        return 0.0
     return float(min(1.0, max(0.0, math.log(hi / x) / math.log(hi / lo))))
 
 

@@ -1,0 +1,36 @@
+"""Review 18: TDG / HDG grids (client, Phase 2, answers, release files, engine path).
+
+Each test failed before the fix named in its docstring.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import fugu
+from fugu.ldp import HDG
+
+
+def test_hdg_on_one_attribute_aggregates() -> None:
+    """HDG on a single attribute (documented: "HDG works with one") raised a bare
+    ``ValueError: math domain error``: with no 2-D grid the predicted noise of a 2-D cell is
+    infinite and the "auto" weight took log(0). Any HDG release whose pair groups all had no
+    report (a handful of users) failed the same way."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    data = {"a": np.arange(400) % 10}
+    rel = HDG(dom, 1.0, g1=2).simulate(data, rng=fugu.RandomSource(seed=1))
+    assert abs(rel.answer({"a": (0, 4)}) - 200) < 150
+    assert rel.full_weight == 0.0  # no 2-D grid: nothing is known about a 2-D cell
+
+
+def test_hdg_with_every_pair_group_empty_aggregates() -> None:
+    """Two users in the two 1-D groups of a two-attribute HDG (the pair group gets no report):
+    the same log(0) crash as above."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 3), fugu.Ordinal("b", 0, 3)])
+    p = HDG(dom, 1.0, g1=2, g2=2)
+    reports = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.array([0, 3]), "b": np.array([1, 2])}, groups=np.array([0, 1])
+    )
+    rel = p.aggregate(reports)
+    assert rel.answer({}) == 2.0
+    assert np.isfinite(rel.answer({"a": (0, 1), "b": (0, 1)}))
