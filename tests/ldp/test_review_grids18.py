@@ -6,6 +6,7 @@ Each test failed before the fix named in its docstring.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fugu
 from fugu.ldp import HDG
@@ -34,3 +35,38 @@ def test_hdg_with_every_pair_group_empty_aggregates() -> None:
     rel = p.aggregate(reports)
     assert rel.answer({}) == 2.0
     assert np.isfinite(rel.answer({"a": (0, 1), "b": (0, 1)}))
+
+
+def test_chunked_bit_vectors_of_two_widths_are_rejected_not_a_crash() -> None:
+    """engines/ldp.arrow_column: a chunked binary column whose chunks each hold values of one
+    width, but different widths (2 and 3 bytes), raised a bare numpy ValueError from
+    np.concatenate; in one chunk the same reports became Python bytes and the wrong-width ones
+    were rejected and counted (as on DuckDB). Now both give the same release."""
+    import pyarrow as pa
+
+    from fugu.engines.ldp import arrow_column
+
+    col = pa.chunked_array(
+        [pa.array([b"\x01\x00"] * 3, pa.binary()), pa.array([b"\x01\x00\x00"] * 2, pa.binary())]
+    )
+    out = arrow_column(col)
+    assert [bytes(v) for v in out] == [b"\x01\x00"] * 3 + [b"\x01\x00\x00"] * 2
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    rep = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.arange(50) % 10, "b": np.arange(50) % 5}
+    )
+    g, bits = rep.columns["group"], rep.columns["bits"]
+    vals = [bytes(b) for b in bits[:40]] + [bytes(b) + b"\x00" for b in bits[40:]]
+    chunked = {
+        "group": pa.chunked_array([pa.array(g[:40]), pa.array(g[40:])]),
+        "bits": pa.chunked_array([pa.array(vals[:40], pa.binary()), pa.array(vals[40:])]),
+    }
+    whole = {"group": pa.chunked_array([pa.array(g)]), "bits": pa.chunked_array([pa.array(vals)])}
+    with pytest.warns(fugu.ldp.RejectedReportsWarning):
+        a = p.aggregate(chunked, header=rep.header())
+    with pytest.warns(fugu.ldp.RejectedReportsWarning):
+        b = p.aggregate(whole, header=rep.header())
+    assert a.guarantee.data_options["rejected_reports"] == {"wrong type": 10}
+    assert a.answer({"a": (0, 4)}) == b.answer({"a": (0, 4)})

@@ -69,7 +69,11 @@ def arrow_column(col: Any) -> Any:
         if col.num_chunks == 0:
             return arrow_column(pa.array([], type=col.type))
         parts = [arrow_column(c) for c in col.chunks]
-        if all(isinstance(p, np.ndarray) and p.dtype != object for p in parts):
+        # chunks of one width each but of different widths (bit vectors of 2 and 3 bytes)
+        # cannot be stacked: they become Python values, as one chunk holding both would
+        if all(isinstance(p, np.ndarray) and p.dtype != object for p in parts) and (
+            len({p.shape[1:] for p in parts}) == 1
+        ):
             return np.concatenate(parts)
         return np.concatenate([np.asarray(p, dtype=object) if p.ndim == 1 else _rows(p) for p in
                                parts])  # fmt: skip
