@@ -314,3 +314,15 @@ def test_msw_attribute_without_reports_is_recorded() -> None:
     rel = msw.aggregate(reports)
     assert rel.answer({"a2": (0, 3)}) == pytest.approx(20.0)  # the uniform guess
     assert any("no report" in s and "a2" in s for s in rel.guarantee.post_processing)
+
+
+@pytest.mark.parametrize(("eps", "b"), [(-1.0, 0.25), (50.0, 0.1), (1.0, -0.1), (1.0, np.nan)])
+def test_sw_perturb_checks_epsilon_and_half_width(eps: float, b: float) -> None:
+    """``sw_perturb`` (public) checked ε only when it computed b itself: with b given, ε = −1
+    randomised with the far points e times as likely as the near ones and ε = 50 (outside
+    the LDP range) ran; b < 0 gave "probabilities must lie in [0, 1]", b = NaN a bare
+    ValueError. Both are now checked and named."""
+    from fugu.ldp.square_wave import sw_perturb
+
+    with pytest.raises(fugu.errors.InvalidParameterError, match="epsilon|half-width b"):
+        sw_perturb(np.array([0.5]), eps, fugu.RandomSource(seed=1), b)

@@ -178,10 +178,16 @@ def sw_perturb(
     xx = np.asarray(x, dtype=np.float64).reshape(-1)
     if xx.size and (not np.all(np.isfinite(xx)) or xx.min() < 0.0 or xx.max() > 1.0):
         raise InvalidParameterError("Square Wave inputs must lie in [0, 1]")
-    bb = sw_half_width(epsilon) if b is None else b
+    eps = check_ldp_epsilon(epsilon, "Square Wave")
+    bb = sw_half_width(eps) if b is None else b
+    if isinstance(bb, bool) or not isinstance(bb, int | float) or not 0 <= bb <= 1:
+        raise InvalidParameterError(
+            f"the square wave's half-width b must be a number in [0, 1], got {bb!r}; leave b "
+            f"out for the paper's choice (sw_half_width(epsilon))"
+        )
     w, W, F = sw_grid(bb)
     jx = np.rint(xx * _GRID).astype(np.int64)
-    near = rng.bernoulli(sw_near_probability(epsilon, bb), size=xx.size)
+    near = rng.bernoulli(sw_near_probability(eps, bb), size=xx.size)
     k = _uniform_below(rng, np.where(near, W, F))
     # near: j_x − w + k; far: the k-th point outside the window (−w … j_x − w − 1, then
     # j_x + w + 1 … 2^20 + w)
