@@ -70,3 +70,15 @@ def test_chunked_bit_vectors_of_two_widths_are_rejected_not_a_crash() -> None:
         b = p.aggregate(whole, header=rep.header())
     assert a.guarantee.data_options["rejected_reports"] == {"wrong type": 10}
     assert a.answer({"a": (0, 4)}) == b.answer({"a": (0, 4)})
+
+
+def test_hdg_refuses_a_too_large_response_matrix_before_any_report() -> None:
+    """HDG over two attributes of 4,097 values: the protocol was built, users' reports were
+    made (their ε spent) and only aggregate() refused, because the pair's response matrix
+    would exceed 2^24 cells (with normalisation="norm" the matrix was instead dropped
+    silently). The sizes are public, so the refusal now comes when the HDG is made."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 4096), fugu.Ordinal("y", 0, 4096)])
+    for norm in ("norm-sub", "norm"):
+        with pytest.raises(fugu.errors.InvalidParameterError, match=r"\(x, y\).*coarsen"):
+            HDG(dom, 1.0, g1=8, g2=2, normalisation=norm)
+    fugu.ldp.TDG(dom, 1.0, g2=2)  # TDG needs no matrix (uniform guess for such a pair)

@@ -70,7 +70,7 @@ from .grid_layout import (
     round_granularity,
 )
 from .grid_oue import bernoulli_bytes, oue_grouped_perturb, oue_grouped_support
-from .grid_phase2 import release_from_grids
+from .grid_phase2 import _MAX_MATRIX_CELLS, release_from_grids
 from .grid_release import (
     AUTO_NOISE,
     ESTIMATORS,
@@ -235,6 +235,8 @@ class GridProtocol(LDPProtocol):
                 raise InvalidParameterError(
                     f"attribute {attr.name!r} has {attr.size} value; need >= 2"
                 )
+        if self.hybrid:
+            _check_matrix_sizes(domain)
         self._g1_given = g1
         self._g2_given = g2
         self.g1: list[int] | None = None
@@ -508,6 +510,19 @@ class GridProtocol(LDPProtocol):
         post-processes its input: the release is as private as the grids and ``guarantee`` given.
         """
         return release_from_grids(self, grids, n, guarantee, users_per_group)
+
+
+def _check_matrix_sizes(domain: Domain) -> None:
+    """HDG needs a response matrix of ``c_x · c_y`` values per pair (Phase 2): refuse a domain
+    whose matrix would be too large here, before any user reports (public sizes only)."""
+    for a, b in combinations(domain.attributes, 2):
+        cells = a.size * b.size
+        if cells > _MAX_MATRIX_CELLS:
+            raise InvalidParameterError(
+                f"HDG's response matrix for ({a.name}, {b.name}) would have {cells:,} cells "
+                f"({a.size:,} x {b.size:,} values), more than {_MAX_MATRIX_CELLS:,}; coarsen "
+                f"these attributes (fewer values, e.g. wider bins) or use TDG"
+            )
 
 
 class _GridClient(Client):
