@@ -326,3 +326,15 @@ def test_sw_perturb_checks_epsilon_and_half_width(eps: float, b: float) -> None:
 
     with pytest.raises(fugu.errors.InvalidParameterError, match="epsilon|half-width b"):
         sw_perturb(np.array([0.5]), eps, fugu.RandomSource(seed=1), b)
+
+
+def test_groups_given_to_a_method_without_groups_are_refused() -> None:
+    """``GRR.client().perturb(records, groups=...)`` and ``perturb_one(record, group=3)``
+    ignored the groups without a word (the caller believed users were split)."""
+    dom = fugu.Domain([fugu.Ordinal("v", 0, 7)])
+    client = fugu.ldp.GRR(dom, 1.0).client(fugu.RandomSource(seed=1))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="groups"):
+        client.perturb({"v": [1, 2]}, groups=[0, 1])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="group"):
+        client.perturb_one({"v": 1}, group=0)
+    assert len(client.perturb({"v": [1, 2]})) == 2

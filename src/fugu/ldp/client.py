@@ -42,6 +42,11 @@ class Client:
         codes = p.encode(records)
         n = codes.shape[0]
         g: NDArray[np.int64] | None = None
+        if p.n_groups <= 0 and groups is not None:
+            raise InvalidParameterError(
+                f"{p.name} does not divide users into groups (every user reports the whole "
+                f"record); leave groups out"
+            )
         if p.n_groups > 0:
             if groups is None:
                 g = p.assign_groups(n, self.rng)
@@ -81,6 +86,11 @@ class Client:
         # a missing attribute is left out, so the domain's encoder names it (never a KeyError)
         codes = p.encode({k: [record[k]] for k in p.domain.names if k in record})
         g = None
+        if p.n_groups <= 0 and group is not None:
+            raise InvalidParameterError(
+                f"{p.name} does not divide users into groups (every user reports the whole "
+                f"record); leave group out"
+            )
         if p.n_groups > 0:
             if group is None:
                 group = int(self.rng.integers(p.n_groups))
