@@ -82,3 +82,14 @@ def test_hdg_refuses_a_too_large_response_matrix_before_any_report() -> None:
         with pytest.raises(fugu.errors.InvalidParameterError, match=r"\(x, y\).*coarsen"):
             HDG(dom, 1.0, g1=8, g2=2, normalisation=norm)
     fugu.ldp.TDG(dom, 1.0, g2=2)  # TDG needs no matrix (uniform guess for such a pair)
+
+
+@pytest.mark.parametrize("bad", [2.0, "2", b"2", {"a": 2}])
+def test_granularity_that_is_not_an_int_or_a_list_is_named(bad) -> None:
+    """g2=2.0 raised a bare TypeError ("'float' object is not iterable"); g2="2" was read as
+    the list ["2"] and refused for its length ("needs one granularity per attribute")."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4), fugu.Ordinal("c", 0, 6)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="g2 must be a positive integer"):
+        fugu.ldp.TDG(dom, 1.0, g2=bad)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="g1 must be a positive integer"):
+        HDG(dom, 1.0, g1=bad, g2=2)

@@ -92,7 +92,15 @@ def _cell_lookup(c: int, g: int) -> NDArray[np.int64]:
 
 
 def _check_granularity(v: Any, name: str, sizes: Sequence[int]) -> list[int]:
-    vals = [v] * len(sizes) if isinstance(v, int | np.integer) else list(v)
+    if isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_):
+        vals = [v] * len(sizes)
+    elif isinstance(v, str | bytes) or not isinstance(v, Sequence | np.ndarray):
+        raise InvalidParameterError(
+            f"{name} must be a positive integer or a list of one per attribute "
+            f"({len(sizes)}), got {v!r} ({type(v).__name__}); e.g. {name}=4"
+        )
+    else:
+        vals = list(v)
     if len(vals) != len(sizes):
         raise InvalidParameterError(f"{name} needs one granularity per attribute ({len(sizes)})")
     out = []
