@@ -93,3 +93,28 @@ def test_granularity_that_is_not_an_int_or_a_list_is_named(bad) -> None:
         fugu.ldp.TDG(dom, 1.0, g2=bad)
     with pytest.raises(fugu.errors.InvalidParameterError, match="g1 must be a positive integer"):
         HDG(dom, 1.0, g1=bad, g2=2)
+
+
+def test_tdg_one_attribute_expected_error_ignores_a_grid_without_reports() -> None:
+    """TDG's λ = 1 expected error averaged the margins' variances plainly (Σv/k²), while
+    Phase 2 pools the margins with inverse-variance weights: a pair group without reports
+    (variance 1e30, no weight in the answer) made the error of every interval on its
+    attributes about 10^14 instead of the few dozen users of the informative margin. Equal
+    group sizes give the same value as before."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4), fugu.Ordinal("c", 0, 6)])
+    p = fugu.ldp.TDG(dom, 1.0, g2=2)
+    n = 600
+    codes = {"a": np.arange(n) % 10, "b": np.arange(n) % 5, "c": np.arange(n) % 7}
+    groups = np.arange(n) % 2  # pairs (a, b) and (a, c); (b, c) gets no report
+    rel = p.aggregate(p.client(fugu.RandomSource(seed=1)).perturb(codes, groups=groups))
+    err_b = rel.expected_error({"b": (0, 1)})  # b: one informative margin, one empty grid
+    assert err_b is not None and err_b < n
+    # equal groups: the inverse-variance value is the plain mean's
+    full = p.aggregate(p.client(fugu.RandomSource(seed=1)).perturb(codes, groups=np.arange(n) % 3))
+    g = full.grids
+    v = [gr.variance for gr in g if "a" in gr.attributes]
+    assert v[0] == pytest.approx(v[1])
+    f = min(max(full.answer({"a": (0, 4)}) / n, 0.0), 1.0)
+    sampling = n**2 * 2 / (n - 1) * f * (1 - f)
+    noise = (2 * v[0] + 2 * v[1]) / 4  # each margin's cell inside: 2 grid cells, Σv/k²
+    assert full.expected_error({"a": (0, 4)}) ** 2 == pytest.approx(noise + sampling, rel=1e-9)

@@ -542,7 +542,9 @@ class GridRelease(Release):
                         axis = 0 if x == a else 1
                         w = _overlap_weights(g.edges[axis], lo[0], hi[0])[0]
                         parts.append(np.sum(w**2) * g.counts.shape[1 - axis] * g.variance)
-                noise = float(np.sum(parts) / len(parts) ** 2)
+                # the margins are pooled with inverse-variance weights (Phase 2's consistency):
+                # 1/sum(1/v) (= sum(v)/k^2 for equal v); a grid without reports adds nothing
+                noise = float(1.0 / np.sum(1.0 / np.maximum(parts, 1e-300)))
         else:
             a, c = int(ax[0]), int(ax[1])
             g, flip = self._oriented(a, c)
