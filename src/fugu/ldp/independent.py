@@ -28,9 +28,9 @@ from .square_wave import (
     check_tol,
     default_bins,
     reconstruct,
-    sw_half_width,
     sw_histogram,
     sw_perturb,
+    sw_report_half_width,
 )
 
 __all__ = ["MSW", "ProductRelease", "Uni", "UniformRelease"]
@@ -146,7 +146,7 @@ class MSW(LDPProtocol):
         self.reconstruction = reconstruction
         self.max_iter = check_positive_int(max_iter, "max_iter")
         self.tol = check_tol(tol)
-        self.b = sw_half_width(self.epsilon)
+        self.b = sw_report_half_width(self.epsilon)
         self.resolution = check_positive_int(resolution, "resolution", 1)
         self.bins = [default_bins(self.b, c, self.resolution) for c in self.sizes]
         self.offsets = np.concatenate([[0], np.cumsum(self.bins)]).astype(np.int64)
