@@ -118,3 +118,13 @@ def test_tdg_one_attribute_expected_error_ignores_a_grid_without_reports() -> No
     sampling = n**2 * 2 / (n - 1) * f * (1 - f)
     noise = (2 * v[0] + 2 * v[1]) / 4  # each margin's cell inside: 2 grid cells, Σv/k²
     assert full.expected_error({"a": (0, 4)}) ** 2 == pytest.approx(noise + sampling, rel=1e-9)
+
+
+def test_hdg_on_one_attribute_takes_any_g1() -> None:
+    """HDG over one attribute has no 2-D grid, yet g1 = 5 (c = 10) was refused as "not a
+    multiple of g2 = 2", a g2 the guideline had chosen for grids that do not exist (and a
+    g1 below that g2 was silently raised to it)."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    rel = HDG(dom, 1.0, g1=5).simulate({"a": np.arange(500) % 10}, rng=fugu.RandomSource(seed=1))
+    assert rel.guarantee.parameters["g1"] == [5]
+    assert HDG(dom, 1.0, g1=2, g2=4).g1 == [2]

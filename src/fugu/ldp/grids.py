@@ -272,13 +272,15 @@ class GridProtocol(LDPProtocol):
                 g1 = [round_granularity(raw1, c) for c in self.sizes]
             else:
                 raise InvalidParameterError("give n_users (expected number of users) or g1 and g2")
-            # The 1-D grid must refine the 2-D grid's partition of the attribute.
-            g1 = [max(a, b) for a, b in zip(g1, g2, strict=True)]
-            for a, b, c in zip(g1, g2, self.sizes, strict=True):
-                if a != c and a % b:
-                    raise InvalidParameterError(
-                        f"g1 = {a} must be a multiple of g2 = {b} (or equal the attribute size)"
-                    )
+            # The 1-D grid must refine the 2-D grid's partition of the attribute (one
+            # attribute: no 2-D grid, g2 is not used and does not constrain g1).
+            if d >= 2:
+                g1 = [max(a, b) for a, b in zip(g1, g2, strict=True)]
+                for a, b, c in zip(g1, g2, self.sizes, strict=True):
+                    if a != c and a % b:
+                        raise InvalidParameterError(
+                            f"g1 = {a} must be a multiple of g2 = {b} (or equal the attribute size)"
+                        )
         self.g1, self.g2 = g1, g2
         self.raw_granularity = (raw1, raw2)
         self.groups = self._make_groups()
