@@ -86,6 +86,25 @@ class SumQuery:
     attributes: tuple[str, ...] | None = None
     max_weight: float = 1.0
 
+    def __post_init__(self) -> None:
+        if self.attributes is None:
+            return
+        names = (
+            (self.attributes,)
+            if isinstance(self.attributes, str)
+            else tuple(str(a) for a in self.attributes)
+        )
+        # an attribute summed twice is two equal outputs, which one move changes together; the
+        # closed forms count each attribute once (line graph: sensitivity 1 for a change of 2)
+        repeated = sorted({a for a in names if names.count(a) > 1})
+        if repeated:
+            raise InvalidParameterError(
+                f"SumQuery(attributes=...): {', '.join(map(repr, repeated))} appears more than "
+                f"once in {list(names)}; list each attribute once (a repeated sum is the same "
+                f"output twice)"
+            )
+        object.__setattr__(self, "attributes", names)
+
 
 @dataclass(frozen=True)
 class SensitivityResult:
