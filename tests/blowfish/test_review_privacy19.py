@@ -92,3 +92,15 @@ def test_sum_sensitivity_covers_every_move_of_distinct_attributes() -> None:
                 if pol.is_edge(x, y)
             )
             assert sensitivity(SumQuery(attributes=attrs), pol) == best, (pol, attrs)
+
+
+@pytest.mark.parametrize("w", [-2.0, -0.5, float("nan"), float("inf"), "2", True])
+def test_sum_weight_is_checked_before_the_charge(w: Any) -> None:
+    """Before the fix ``sensitivity(SumQuery(max_weight=-2), line)`` was -2.0 and
+    ``blowfish.laplace`` charged the accountant, then the sampler refused the negative
+    sensitivity ('sensitivity must be finite and > 0, got -2.0'): budget spent for nothing.
+    Now the query is refused when built, naming max_weight."""
+    with pytest.raises(fugu.InvalidParameterError, match="max_weight"):
+        SumQuery(max_weight=w)
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    assert sensitivity(SumQuery(max_weight=2), Policy.line(dom)) == 2.0

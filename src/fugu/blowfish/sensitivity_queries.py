@@ -87,6 +87,19 @@ class SumQuery:
     max_weight: float = 1.0
 
     def __post_init__(self) -> None:
+        w = self.max_weight
+        if (
+            isinstance(w, bool)
+            or not isinstance(w, int | float | np.integer | np.floating)
+            or not (np.isfinite(w) and w >= 0)
+        ):
+            # a negative weight gave a negative sensitivity, refused by the sampler only after
+            # blowfish.laplace had charged the budget
+            raise InvalidParameterError(
+                f"SumQuery(max_weight=...) is the largest public weight of a record: a finite "
+                f"number >= 0, got {w!r}"
+            )
+        object.__setattr__(self, "max_weight", float(w))
         if self.attributes is None:
             return
         names = (
