@@ -104,3 +104,25 @@ def test_sum_weight_is_checked_before_the_charge(w: Any) -> None:
         SumQuery(max_weight=w)
     dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
     assert sensitivity(SumQuery(max_weight=2), Policy.line(dom)) == 2.0
+
+
+# == 2. policy strings are read as written ========================================================
+@pytest.mark.parametrize(
+    ("spec", "what"),
+    [
+        ("distance:theta=5,theta=1", "'theta' is given twice"),
+        ("distance:5,theta=1", "given twice"),
+        ("distance:theta=5,metric=l1,metric=linf", "'metric' is given twice"),
+        ("partition:a=5,a=2", "'a' is given twice"),
+        ("distance:theta=3,weights=1,weights=2+bottom", "'weights' is given twice"),
+    ],
+)
+def test_policy_spec_with_a_repeated_parameter_is_refused(spec: str, what: str) -> None:
+    """Before the fix the last value won silently: 'distance:theta=5,theta=1' (or
+    'distance:5,theta=1') was the line graph — a release meant to hide values within 5 protected
+    only neighbouring values (a value 5 apart at ε-distance 5ε) — and 'partition:a=5,a=2' cut
+    blocks of 2. A policy that is not the one written is refused, naming the parameter."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    with pytest.raises(fugu.PolicyError, match=what):
+        Policy.parse(spec, dom)
+    assert Policy.parse("distance:5", dom) == Policy.distance_threshold(dom, 5)

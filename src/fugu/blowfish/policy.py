@@ -758,6 +758,12 @@ def parse_policy(text: str, domain: Domain) -> Policy:
             )
         return Policy.line(domain, bottom=bottom)
     if kind in ("distance", "distance_threshold", "threshold"):
+        if "theta" in args and "" in args:
+            # 'distance:5,theta=1' silently dropped the 5
+            raise PolicyError(
+                f"{text!r}: the threshold is given twice ({args['']!r} and theta="
+                f"{args['theta']!r}); write it once, e.g. 'distance:theta=5'"
+            )
         theta = args.pop("theta", args.pop("", None))
         if theta is None:
             raise PolicyError(f"{text!r}: give the threshold, e.g. 'distance:theta=5'")
@@ -800,7 +806,14 @@ def _parse_args(rest: str, text: str) -> dict[str, str]:
                 raise PolicyError(f"{text!r}: cannot read {item!r}; write key=value")
             out[""] = k.strip()
         else:
-            out[k.strip()] = v.strip()
+            key = k.strip()
+            if key in out:
+                # the last value silently won: 'distance:theta=5,theta=1' was the line graph
+                raise PolicyError(
+                    f"{text!r}: {key!r} is given twice ({out[key]!r} and {v.strip()!r}); give "
+                    f"each parameter once"
+                )
+            out[key] = v.strip()
     return out
 
 
