@@ -128,3 +128,25 @@ def test_hdg_on_one_attribute_takes_any_g1() -> None:
     rel = HDG(dom, 1.0, g1=5).simulate({"a": np.arange(500) % 10}, rng=fugu.RandomSource(seed=1))
     assert rel.guarantee.parameters["g1"] == [5]
     assert HDG(dom, 1.0, g1=2, g2=4).g1 == [2]
+
+
+def test_release_from_grids_checks_the_grids_against_the_layout() -> None:
+    """GridProtocol.release_from_grids (public, for experiments) took any list of grids: an
+    HDG list without its 1-D grids raised a bare KeyError ('a0'), and grids with other cell
+    edges or in another order were used as if they were the protocol's."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ldp_helpers import exact_grids
+
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    codes = np.random.default_rng(0).integers(0, 8, (500, 3))
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    g = exact_grids(p, dom, codes)
+    gu = p.guarantee(private=False, n=500)
+    assert p.release_from_grids(g, 500, gu).answer({}) == 500
+    other = exact_grids(HDG(dom, 1.0, g1=8, g2=2), dom, codes)
+    for bad in (g[1:], g[::-1], g + g[:1], other):
+        with pytest.raises(fugu.errors.InvalidParameterError, match="grid"):
+            p.release_from_grids(bad, 500, gu)

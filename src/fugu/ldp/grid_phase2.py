@@ -39,6 +39,24 @@ __all__ = ["release_from_grids"]
 _MAX_MATRIX_CELLS = 1 << 24  # response matrix c_x * c_y limit (128 MiB of float64)
 
 
+def _check_grids(proto: GridProtocol, grids: Sequence[GridEstimate]) -> None:
+    """``grids`` must be one per group of ``proto``, in its order, on its attributes and cells."""
+    want = [tuple(proto.domain.names[a] for a in gr) for gr in proto.groups]
+    got = [tuple(str(a) for a in g.attributes) for g in grids]
+    if got != want:
+        raise InvalidParameterError(
+            f"grids must be one per group of this {proto.name.upper()}, in its order {want}; "
+            f"got {got}"
+        )
+    for gr, g in zip(proto.groups, grids, strict=True):
+        for e, f in zip(proto.edges(gr), g.edges, strict=True):
+            if not np.array_equal(e, f):
+                raise InvalidParameterError(
+                    f"the grid of {got[proto.groups.index(gr)]} has cell edges {f.tolist()}; "
+                    f"this {proto.name.upper()}'s are {e.tolist()} (proto.edges(group))"
+                )
+
+
 def release_from_grids(
     proto: GridProtocol,
     grids: Sequence[GridEstimate],
@@ -54,6 +72,7 @@ def release_from_grids(
     the grids and ``guarantee`` given.
     """
     names = proto.domain.names
+    _check_grids(proto, grids)
     unbiased = None
     if proto.normalisation == "norm":
         # Phase 2 without clipping: shift each grid to n, then consistency (linear, so the
