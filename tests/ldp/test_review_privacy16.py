@@ -370,3 +370,22 @@ def test_sw_rebuilds_a_marginal_at_large_epsilon() -> None:
         {"v": vals}, rng=fugu.RandomSource(seed=0)
     )
     assert np.abs(rel.counts / vals.size - true).sum() < 0.025
+
+
+# -- 8. Reports.take: a partition, never a report twice --------------------------------------------
+@pytest.mark.parametrize(
+    "index",
+    [[0, 0, 1], np.array([True, False]), [3], [1.5], [-1, 2]],
+)
+def test_reports_take_refuses_anything_but_a_partition(index: Any) -> None:
+    """``Reports.take`` ("a partition") took any numpy index: ``take([0, 0, 1])`` held report
+    0 twice and an aggregator counted it twice; a mask of another length or an index past the
+    end raised a bare IndexError; a negative index silently meant one from the end (so
+    ``take([-1, 2])`` of 3 reports was report 2 twice). Indices must now be distinct
+    positions in [0, n) or a boolean mask of length n."""
+    dom = fugu.Domain([fugu.Ordinal("v", 0, 7)])
+    reports = fugu.ldp.GRR(dom, 1.0).client(fugu.RandomSource(seed=1)).perturb({"v": [1, 2, 3]})
+    with pytest.raises(fugu.errors.InvalidParameterError, match="index"):
+        reports.take(index)
+    assert reports.take([2, 0]).n == 2 and reports.take(np.array([True, False, True])).n == 2
+    assert reports.take([]).n == 0

@@ -137,9 +137,34 @@ class Reports:
         ``agg.add_partial(protocol.empty_state(), 0, {"malformed": batch.malformed,
         **batch.invalid})``.
         """
-        idx = np.asarray(index)
+        idx = np.asarray(index).reshape(-1) if np.ndim(index) else np.asarray(index)
+        if idx.dtype == bool:
+            if idx.shape != (self.n,):
+                raise InvalidParameterError(
+                    f"a boolean index must have one entry per report ({self.n}), got shape "
+                    f"{idx.shape}"
+                )
+            n = int(idx.sum())
+        else:
+            if idx.size == 0:
+                idx = idx.astype(np.int64)
+            if idx.ndim != 1 or idx.dtype.kind not in "iu":
+                raise InvalidParameterError(
+                    f"index must be report positions (integers) or a boolean mask of length "
+                    f"{self.n}, got {idx.dtype} of shape {idx.shape}"
+                )
+            if idx.size and (idx.min() < 0 or idx.max() >= self.n):
+                raise InvalidParameterError(
+                    f"index positions must lie in [0, {self.n}) (no negative positions), got "
+                    f"{int(idx.min())}..{int(idx.max())}"
+                )
+            if np.unique(idx).size != idx.size:
+                raise InvalidParameterError(
+                    "index repeats a position: the part would hold that report twice and an "
+                    "aggregator would count it twice; give each position once"
+                )
+            n = int(idx.size)
         cols = {k: v[idx] for k, v in self.columns.items()}
-        n = int(idx.sum()) if idx.dtype == bool else int(idx.size)
         return replace(self, columns=cols, n=n, malformed=0, invalid={})
 
     @staticmethod
