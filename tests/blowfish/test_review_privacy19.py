@@ -126,3 +126,38 @@ def test_policy_spec_with_a_repeated_parameter_is_refused(spec: str, what: str) 
     with pytest.raises(fugu.PolicyError, match=what):
         Policy.parse(spec, dom)
     assert Policy.parse("distance:5", dom) == Policy.distance_threshold(dom, 5)
+
+
+@pytest.mark.parametrize(
+    "edges",
+    [
+        np.array([[0, 1, 2], [3, 4, 5]]),  # (2, E): sources and targets
+        np.array([[0, 3, 1], [1, 4, 2]]).T.reshape(2, 3),  # (2, 3) again, other values
+        np.array([0, 3, 1, 4]),  # flat
+        np.array([[0, 3, 1], [2, 4, 5]]),  # (E, 3)
+        np.array([[0.0, 3.0]]),  # floats
+        np.array([[True, False]]),
+    ],
+)
+def test_explicit_edge_array_must_be_e_by_2(edges: Any) -> None:
+    """Before the fix an integer array was ``reshape(-1, 2)``-ed: the (2, E) array of sources
+    [0, 1, 2] and targets [3, 4, 5] (edges 0–3, 1–4, 2–5) became the edges 0–1, 2–3, 4–5 — a
+    different secret graph, silently (0 and 3 no longer protected against each other). A float
+    array raised a bare TypeError. Now anything but an (E, 2) integer array is refused."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 5)])
+    with pytest.raises(fugu.PolicyError, match="edges"):
+        Policy.explicit(dom, edges)
+    ok = Policy.explicit(dom, np.array([[0, 3], [1, 4], [2, 5]]))
+    assert ok.is_edge(0, 3) and not ok.is_edge(0, 1)
+
+
+@pytest.mark.parametrize("bad", [[(0, True)], [(0, 1.5)], [(0.0, 3)]])
+def test_explicit_edge_endpoints_are_cells_or_records(bad: Any) -> None:
+    """A bool endpoint was read as cell 1 and a float one raised "'float' object is not
+    iterable"; both are refused by name."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 5)])
+    with pytest.raises(fugu.PolicyError, match="edges: an endpoint"):
+        Policy.explicit(dom, bad)
+    nom = fugu.Domain([fugu.Nominal("sex", ["F", "M", "X"])])
+    assert Policy.explicit(nom, [("F", "M")]).is_edge(0, 1)
+    assert Policy.explicit(dom, [((0,), (3,)), (1, None)]).is_edge(0, 3)

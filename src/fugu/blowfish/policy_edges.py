@@ -223,8 +223,19 @@ def _code_of(attr: Ordinal | Nominal, v: Any) -> int:
 
 
 def _edge_array(domain: Domain, edges: Any) -> NDArray[np.int64]:
-    if isinstance(edges, np.ndarray) and edges.dtype.kind in "iu":
-        arr = edges.astype(np.int64).reshape(-1, 2)
+    if isinstance(edges, np.ndarray) and edges.dtype.kind in "iufb":
+        # an array is read as (E, 2) only when it has that shape: reshape(-1, 2) silently read a
+        # (2, E) array of sources and targets, or an (E, 3) one, as other edges
+        if edges.ndim != 2 or edges.shape[1] != 2:
+            raise PolicyError(
+                f"edges: an array of edges must have shape (E, 2), one row (x, y) per edge, got "
+                f"shape {edges.shape}" + ("; transpose a (2, E) array" if edges.ndim == 2 else "")
+            )
+        if edges.dtype.kind in "bf":
+            raise PolicyError(
+                f"edges: endpoints must be integer cell indices, got an array of {edges.dtype}"
+            )
+        arr = edges.astype(np.int64)
     else:
         rows = []
         for e in edges:
@@ -251,11 +262,18 @@ def _edge_array(domain: Domain, edges: Any) -> NDArray[np.int64]:
 def _cell_of(domain: Domain, v: Any) -> int:
     if v is None or (isinstance(v, str) and v.lower() in ("bottom", "⊥")):
         return BOTTOM
+    if isinstance(v, bool | np.bool_):
+        raise PolicyError(f"edges: an endpoint is a cell index, a record or None (⊥), got {v!r}")
     if isinstance(v, int | np.integer):
         return int(v)
+    if isinstance(v, float | np.floating):
+        raise PolicyError(
+            f"edges: an endpoint is an integer cell index, a record (a mapping or a tuple of "
+            f"values, e.g. ({v!r},)) or None (⊥), got {v!r}"
+        )
     if isinstance(v, Mapping):
         return int(domain.encode({k: [val] for k, val in v.items()})[0])
-    vals = list(v)
+    vals = [v] if isinstance(v, str) else list(v)  # a string is one value, not its letters
     if len(vals) != domain.ndim:
         raise PolicyError(f"record {v!r} needs one value per attribute {list(domain.names)}")
     return int(domain.encode({a: [val] for a, val in zip(domain.names, vals, strict=True)})[0])
