@@ -150,3 +150,20 @@ def test_release_from_grids_checks_the_grids_against_the_layout() -> None:
     for bad in (g[1:], g[::-1], g + g[:1], other):
         with pytest.raises(fugu.errors.InvalidParameterError, match="grid"):
             p.release_from_grids(bad, 500, gu)
+
+
+def test_duckdb_engine_reads_arrow_report_files(tmp_path) -> None:
+    """Reports.save writes .arrow files and aggregate() documents them as read by the engine,
+    but engine="duckdb" (and `fugu ldp aggregate --engine duckdb`) refused them: "cannot
+    tell the format ... name it *.csv, *.csv.gz or *.parquet". They are now streamed by
+    pyarrow, giving the numpy engine's release."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    rep = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.arange(300) % 10, "b": np.arange(300) % 5}
+    )
+    path = rep.save(tmp_path / "r.arrow")
+    q = {"a": (2, 7), "b": (1, 3)}
+    want = p.aggregate(path).answer(q)
+    assert p.aggregate(path, engine="duckdb").answer(q) == want
+    assert p.aggregate(path, engine="duckdb", threads=1).answer(q) == want

@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 Partial = dict[str, np.ndarray]
+_ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")  # Arrow IPC files (Reports.save's .arrow)
 
 
 # -- Arrow columns → numpy ----------------------------------------------------------------------
@@ -148,7 +149,7 @@ def _file_batches(path: Path, names: list[str], batch_rows: int) -> Iterator[Any
             for i in range(f.num_row_groups):
                 yield from f.read_row_group(i, columns=names).to_batches(max_chunksize=batch_rows)
             return
-        if suffix in (".arrow", ".feather", ".ipc"):
+        if suffix in _ARROW_SUFFIXES:
             import pyarrow as pa
 
             with pa.memory_map(str(path)) as src:
@@ -221,6 +222,10 @@ def _is_arrow(v: Any) -> bool:
     return type(v).__module__.split(".")[0] == "pyarrow"
 
 
+def _is_arrow_file(data: Any) -> bool:
+    return isinstance(data, str | Path) and Path(data).suffix.lower() in _ARROW_SUFFIXES
+
+
 def _is_spark(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark")
 
@@ -259,6 +264,12 @@ def iter_arrow_batches(
             if b.num_rows:
                 yield _batch_columns(b, names)
         return
+    if engine == "duckdb" and sql is None and _is_arrow_file(data):
+        # DuckDB reads no Arrow IPC file (Reports.save writes them); the file is columnar
+        # already, so pyarrow streams it as on the numpy engine (same batches, same result)
+        engine = "numpy"
+        for key in ("threads", "text_columns"):
+            opts.pop(key, None)
     if engine == "duckdb" or sql is not None:
         from .duckdb_engine import iter_arrow_batches as duck_batches
 
