@@ -177,3 +177,46 @@ def test_integers_beyond_2_to_53_as_text_or_objects_are_exact(kind: str) -> None
     assert fugu.Ordinal("t", 0, 3).encode(mixed).tolist() == [1, 2, 3]
     with pytest.raises(fugu.DomainError, match="fractional"):
         fugu.Ordinal("t", 0, 3).encode(np.array([1, 2.5], object if kind == "object" else str))
+
+
+# -- 6. DuckDB rounded a decimal it met after the rows its sniffer sampled ----------------------
+def _late_value_csv(tmp_path: Path, late: str, rows: int = 30_000) -> Path:
+    path = tmp_path / "late.csv"
+    with open(path, "w") as f:
+        f.write("a,b\n")
+        f.write("1,x\n" * rows)
+        f.write(f"{late},x\n3,x\n")
+    return path
+
+
+def test_duckdb_never_rounds_a_value_its_sniffer_did_not_sample(tmp_path: Path) -> None:
+    """DuckDB typed column a BIGINT from the first 20,480 rows and cast a later '2.5' to 3:
+    the record was counted in cell 3 where the numpy engine refuses a fractional value."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4), fugu.Nominal("b", ["x"])])
+    path = _late_value_csv(tmp_path, "2.5")
+    for engine in ("numpy", "duckdb"):
+        with pytest.raises(fugu.DomainError, match="fractional values such as \\[2.5\\]"):
+            fugu.Histogram.from_file(path, dom, engine=engine)
+    path = _late_value_csv(tmp_path, "2.0")
+    want = [[0], [30_000], [1], [1], [0]]
+    for engine in ("numpy", "duckdb"):
+        assert fugu.Histogram.from_file(path, dom, engine=engine).counts.tolist() == want
+    # binned: 2.5 lies in [0, 2.7); rounded to 3 it was counted in [2.7, 5]
+    path = _late_value_csv(tmp_path, "2.5")
+    binned = fugu.Domain([fugu.Ordinal("a", edges=[0, 2.7, 5]), fugu.Nominal("b", ["x"])])
+    for engine in ("numpy", "duckdb"):
+        hist = fugu.Histogram.from_file(path, binned, engine=engine)
+        assert hist.counts.tolist() == [[30_001], [1]]
+
+
+def test_duckdb_batches_carry_the_value_written(tmp_path: Path) -> None:
+    """The same on the streamed path of partial_sums (k-means sums, LDP reports)."""
+    from fugu.engines import partial_sums
+
+    path = _late_value_csv(tmp_path, "2.5")
+
+    def total(batch: Any) -> np.ndarray:
+        return np.array([np.asarray(batch["a"], dtype=np.float64).sum()])
+
+    sums = {e: partial_sums(path, total, columns=["a"], engine=e)[0] for e in ("numpy", "duckdb")}
+    assert sums == {"numpy": 30_005.5, "duckdb": 30_005.5}
