@@ -161,3 +161,32 @@ def test_explicit_edge_endpoints_are_cells_or_records(bad: Any) -> None:
     nom = fugu.Domain([fugu.Nominal("sex", ["F", "M", "X"])])
     assert Policy.explicit(nom, [("F", "M")]).is_edge(0, 1)
     assert Policy.explicit(dom, [((0,), (3,)), (1, None)]).is_edge(0, 3)
+
+
+# == 3. k-means ===================================================================================
+def test_kmeans_sql_rows_need_bottom_at_every_value(tmp_path: Any) -> None:
+    """Rows of an SQL query are not a fixed set: changing a record (here its flag) moves it in
+    or out of the result, an add/remove at its value. Without ⊥ the fit was already refused
+    (bca8c66); with ⊥ joined to some values only (explicit edges (4, 5), (4, ⊥)) it ran: q_sum
+    sensitivity max(1, |4 − 4.5|) = 1 on x in 0..9 (centre 4.5), while a record entering the
+    result at 9 changes the centred sums by 4.5 (loss 4.5ε per iteration). Now refused before
+    anything is read or charged, as the histogram mechanisms refuse such a policy
+    (check_counted_records)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("duckdb")
+    from fugu.blowfish.kmeans import KMeans, kmeans_sensitivities
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"x": [1, 2, 3, 9, 4, 5], "flag": [1, 1, 1, 0, 1, 1]}), path)
+    pol = Policy.explicit(dom, [(4, 5), (4, None)])
+    assert kmeans_sensitivities(pol, dom)[1] == 1.0  # a record added at 9 moves the sums 4.5
+    acc = fugu.Accountant(blowfish_budget(10.0, pol))
+    est = KMeans(2, 1.0, policy=pol, accountant=acc, rng=fugu.RandomSource(seed=1))
+    with pytest.raises(fugu.PolicyError, match="SQL query.*some values only"):
+        est.fit(None, sql=f"SELECT x FROM '{path}' WHERE flag = 1")
+    assert acc.spent == 0
+    ok = KMeans(2, 1.0, policy=pol.with_bottom(), rng=fugu.RandomSource(seed=1))
+    ok.fit(None, sql=f"SELECT x FROM '{path}' WHERE flag = 1")
+    assert ok.sensitivity_["q_sum"] == 4.5

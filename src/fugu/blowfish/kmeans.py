@@ -117,6 +117,7 @@ from .kmeans_assign import (
 from .kmeans_grid import (
     KMeansGrid,
     SecretGraph,
+    _bottom_cells,
     _bottom_reach,
     _policy_id,
     secret_graph,
@@ -647,12 +648,16 @@ class KMeans:
         # which a changed record can enter or leave
         from_sql = kind == "external" and bool(engine_options.get("sql"))
         no_bottom = _bottom_reach(graph, grid) < 0
-        if from_sql and graph.kind != "full" and no_bottom:
+        # a record entering or leaving the query's result is an add/remove at its value: only
+        # ⊥ at every value covers it (⊥ at some values covered those only: explicit edges
+        # (4, 5), (4, ⊥) had q_sum sensitivity 1, a record entering at 9 changed the sums by 4.5)
+        if from_sql and graph.kind != "full" and _bottom_cells(graph, grid) is not None:
             raise PolicyError(
-                f"X is the result of an SQL query, but the policy {label!r} (no ⊥) treats the "
-                "number of points as public, and changing one record can move it in or out of "
-                "the query's result; use the policy with ⊥ (policy.with_bottom()), or read "
-                "the whole file (a path without sql=)"
+                f"X is the result of an SQL query, but the policy {label!r} "
+                f"({'no ⊥' if no_bottom else '⊥ joined to some values only'}) does not protect "
+                "adding or removing a record at every value, and changing one record can move "
+                "it in or out of the query's result; use the policy with ⊥ "
+                "(policy.with_bottom()), or read the whole file (a path without sql=)"
             )
         points: NDArray[np.float64] | None = None
         if kind == "memory":
