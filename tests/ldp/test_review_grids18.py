@@ -167,3 +167,14 @@ def test_duckdb_engine_reads_arrow_report_files(tmp_path) -> None:
     want = p.aggregate(path).answer(q)
     assert p.aggregate(path, engine="duckdb").answer(q) == want
     assert p.aggregate(path, engine="duckdb", threads=1).answer(q) == want
+
+
+def test_calm_and_lhio_refuse_a_too_large_pair_marginal_before_any_report() -> None:
+    """CALM over two attributes of 10^5 values was built and its users' reports made; only
+    aggregate() failed, with a bare MemoryError ("Unable to allocate 74.5 GiB"): CALM and
+    LHIO keep a dense c_j x c_k marginal per pair. Refused when the method is made, like
+    HDG's response matrices (the sizes are public)."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 99_999), fugu.Ordinal("y", 0, 99_999)])
+    for make in (lambda: fugu.ldp.CALM(dom, 1.0), lambda: fugu.ldp.LHIO(dom, 1.0)):
+        with pytest.raises(fugu.errors.InvalidParameterError, match=r"\(x, y\).*coarsen"):
+            make()

@@ -153,6 +153,11 @@ def _finish_pairs(
     return {p: g.counts for p, g in zip(pairs, out, strict=True)}, rounds
 
 
+# A pair's dense marginal (support counts, estimate, prefix sums) may hold at most this many
+# cells (128 MiB of float64), the limit of HDG's response matrices (fugu.ldp.grid_phase2).
+_MAX_PAIR_CELLS = 1 << 24
+
+
 class _PairsMethod(LDPProtocol):
     source = YANG
 
@@ -177,6 +182,15 @@ class _PairsMethod(LDPProtocol):
                 f"attribute. Use a frequency oracle or SW for one attribute"
             )
         self.sizes = _check_sizes(domain)
+        for j, k in combinations(range(domain.ndim), 2):
+            cells = self.sizes[j] * self.sizes[k]
+            if cells > _MAX_PAIR_CELLS:  # refused before any report: the sizes are public
+                raise InvalidParameterError(
+                    f"{self.name.upper()} keeps a dense {self.sizes[j]:,} x {self.sizes[k]:,} "
+                    f"marginal of ({domain.names[j]}, {domain.names[k]}): {cells:,} cells, more "
+                    f"than {_MAX_PAIR_CELLS:,}; coarsen these attributes (fewer values, e.g. "
+                    f"wider bins) or use TDG"
+                )
         if estimator not in ("full", "in-in"):
             raise InvalidParameterError(f"estimator must be 'full' or 'in-in', got {estimator!r}")
         self.oracle = oracle
