@@ -178,3 +178,13 @@ def test_calm_and_lhio_refuse_a_too_large_pair_marginal_before_any_report() -> N
     for make in (lambda: fugu.ldp.CALM(dom, 1.0), lambda: fugu.ldp.LHIO(dom, 1.0)):
         with pytest.raises(fugu.errors.InvalidParameterError, match=r"\(x, y\).*coarsen"):
             make()
+
+
+def test_pairs_release_pair_of_one_attribute_is_named() -> None:
+    """PairsRelease.pair("a", "a") raised a bare KeyError: (0, 0)."""
+    dom = fugu.datasets.synthetic_domain(3, 4)
+    recs = fugu.datasets.correlated_gaussian(300, 3, 4, seed=1)
+    rel = fugu.ldp.CALM(dom, 1.0).simulate(recs, rng=fugu.RandomSource(seed=1))
+    assert rel.pair("a2", "a0").shape == (4, 4)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="two different attributes"):
+        rel.pair("a0", "a0")

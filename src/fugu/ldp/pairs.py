@@ -76,6 +76,11 @@ class PairsRelease(Release):
         """The estimated 2-way marginal of attributes ``a`` and ``b`` (rows a, columns b)."""
         dom = self._require_domain()
         j, k = dom.axis(a), dom.axis(b)
+        if j == k:
+            raise InvalidParameterError(
+                f"pair() takes two different attributes, got {a!r} twice; for one attribute's "
+                f"counts use pair({a!r}, other).sum(axis=1)"
+            )
         return self.matrices[(j, k)] if j < k else self.matrices[(k, j)].T
 
     def _box(
