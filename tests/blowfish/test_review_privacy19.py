@@ -190,3 +190,18 @@ def test_kmeans_sql_rows_need_bottom_at_every_value(tmp_path: Any) -> None:
     ok = KMeans(2, 1.0, policy=pol.with_bottom(), rng=fugu.RandomSource(seed=1))
     ok.fit(None, sql=f"SELECT x FROM '{path}' WHERE flag = 1")
     assert ok.sensitivity_["q_sum"] == 4.5
+
+
+def test_partition_block_array_must_have_the_domain_shape() -> None:
+    """Before the fix a per-cell block array was only checked for its size: on a (2, 3) domain
+    the (3, 2) array [[0, 0], [1, 1], [2, 2]] (blocks along the first attribute, transposed)
+    became the blocks [0, 0, 1, 1, 2, 2] of the flat domain — another partition, silently
+    (cells (0, 0) and (1, 0), meant as one block, were in different blocks: their move released
+    exactly). Now refused unless flat or of the domain's shape."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 1), fugu.Ordinal("b", 0, 2)])
+    for bad in (np.array([[0, 0], [1, 1], [2, 2]]), np.zeros((1, 2, 3), np.int64)):
+        with pytest.raises(fugu.PolicyError, match=r"domain's shape \(2, 3\)"):
+            Policy.partition(dom, bad)
+    flat = Policy.partition(dom, [0, 1, 2, 0, 1, 2])
+    assert flat == Policy.partition(dom, np.array([[0, 1, 2], [0, 1, 2]]))
+    assert flat.is_edge(0, 3) and not flat.is_edge(0, 1)

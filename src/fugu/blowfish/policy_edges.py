@@ -71,6 +71,13 @@ def _partition_fields(domain: Domain, blocks: Mapping[str, Any] | ArrayLike) -> 
             "label": "partition:" + ",".join(parts),
         }
     arr = np.asarray(blocks)
+    if arr.ndim != 1 and arr.shape != domain.shape:
+        # same size, other shape: flattening read a (3, 2) array on a (2, 3) domain as other
+        # blocks, silently
+        raise PolicyError(
+            f"partition blocks: an array of block ids must have the domain's shape "
+            f"{domain.shape} (or be flat, in the domain's C order), got shape {arr.shape}"
+        )
     if arr.size != domain.size:
         raise PolicyError(
             f"partition blocks: got {arr.size} block ids for a domain of {domain.size} cells; "
