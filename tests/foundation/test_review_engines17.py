@@ -220,3 +220,40 @@ def test_duckdb_batches_carry_the_value_written(tmp_path: Path) -> None:
 
     sums = {e: partial_sums(path, total, columns=["a"], engine=e)[0] for e in ("numpy", "duckdb")}
     assert sums == {"numpy": 30_005.5, "duckdb": 30_005.5}
+
+
+# -- 7. records and sql= together: the records were ignored --------------------------------------
+def test_records_and_a_query_together_are_refused() -> None:
+    """With both, the DuckDB engine counted the query's rows and ignored the records given:
+    ``histogram_counts({'x': [1, 2, 3, 4]}, dom, sql='SELECT 7 AS x')`` counted one 7. k-means
+    fed in-memory points with sql= took n from the points (as public) and the sizes and sums of
+    its iterations from the query. Refused, naming both arguments."""
+    from fugu.engines import histogram_counts, partial_counts, partial_sums
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    data = {"x": np.array([1, 2, 3, 4])}
+    query = "SELECT 7 AS x"
+    calls = [
+        lambda: histogram_counts(data, dom, sql=query),
+        lambda: histogram_counts(data, dom, engine="duckdb", sql=query),
+        lambda: partial_sums(data, lambda b: np.array([len(b["x"])]), columns=["x"], sql=query),
+        lambda: partial_counts(data, lambda b: b["x"], 10, columns=["x"], sql=query),
+        lambda: partial_counts(data, lambda b: b["x"], 10, columns=["x"], sql=query, group=True),
+    ]
+    for call in calls:
+        with pytest.raises(fugu.errors.InvalidParameterError, match="data=None"):
+            call()
+    assert histogram_counts(None, dom, sql=query).tolist() == [0] * 7 + [1, 0, 0]
+    km = fugu.blowfish.KMeans(
+        n_clusters=1, epsilon=1.0, domain=dom, rng=fugu.RandomSource(seed=1), n_iter=1
+    )
+    with pytest.raises(fugu.errors.InvalidParameterError, match="data=None"):
+        km.fit(np.array([[1], [2], [3], [4]]), sql="SELECT 9 AS x")
+
+
+def test_a_spark_dataframe_and_a_query_together_are_refused(spark: Any) -> None:
+    from fugu.engines import partial_sums
+
+    df = spark.createDataFrame([(1,), (2,)], ["x"])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="data=None"):
+        partial_sums(df, lambda b: np.array([len(b["x"])]), columns=["x"], sql="SELECT 7 AS x")

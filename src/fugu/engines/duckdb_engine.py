@@ -33,7 +33,7 @@ from ..errors import (
 )
 from .file_numpy import is_tsv
 from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, check_unique_columns, columns_of
-from .partial_core import nominal_names
+from .partial_core import check_data_or_sql, nominal_names
 
 #: DuckDB's integer types (as DESCRIBE names them), which a CSV value like ``2.5`` is rounded to.
 _INTEGER_TYPES = frozenset(
@@ -131,6 +131,7 @@ class _Connection:
     ) -> None:
         import duckdb
 
+        check_data_or_sql(data, sql)
         self.con = duckdb.connect()
         if threads:
             self.con.execute(f"SET threads={int(threads)}")

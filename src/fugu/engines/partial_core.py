@@ -21,7 +21,16 @@ from numpy.typing import NDArray
 
 from ..errors import DomainError, InvalidParameterError, InvalidTypeError
 
-__all__ = ["ENGINES", "Batch", "CountKey", "DomainKey", "Partial", "add_partials", "check_engine"]
+__all__ = [
+    "ENGINES",
+    "Batch",
+    "CountKey",
+    "DomainKey",
+    "Partial",
+    "add_partials",
+    "check_data_or_sql",
+    "check_engine",
+]
 
 ENGINES = ("numpy", "duckdb", "spark")
 
@@ -35,6 +44,21 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     return engine
+
+
+def check_data_or_sql(data: Any, sql: str | None) -> None:
+    """Refuse records (or a path) given together with ``sql=``: the query names its own input,
+    and the engines read the query alone, so the records would be ignored (counted: the query's
+    rows, while the caller believes it counted its records).
+
+    >>> check_data_or_sql(None, "SELECT 1 AS x")
+    """
+    if sql is not None and data is not None:
+        raise InvalidParameterError(
+            f"sql= counts the rows of a query, which names its own input, but records were "
+            f"given too (a {type(data).__name__}), which would be ignored: pass data=None with "
+            f"sql=, or the records without sql="
+        )
 
 
 Partial = np.ndarray | dict[str, np.ndarray]

@@ -59,6 +59,7 @@ from .partial_core import (
     _as_partial,
     _CountPartial,
     add_partials,
+    check_data_or_sql,
     nominal_names,
 )
 
@@ -247,6 +248,7 @@ def _as_text(
 
 
 def _to_dataframe(data: Any, spark: Any, sql: str | None, text_columns: Sequence[str] = ()) -> Any:
+    check_data_or_sql(data, sql)
     if sql is not None:
         return (spark or session()).sql(sql)
     if _is_dataframe(data):
