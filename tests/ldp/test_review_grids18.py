@@ -188,3 +188,21 @@ def test_pairs_release_pair_of_one_attribute_is_named() -> None:
     assert rel.pair("a2", "a0").shape == (4, 4)
     with pytest.raises(fugu.errors.InvalidParameterError, match="two different attributes"):
         rel.pair("a0", "a0")
+
+
+def test_norm_guarantee_describes_the_post_processing_applied() -> None:
+    """With normalisation="norm" the guarantee said "a Norm-Sub'd copy (… rounds of Norm-Sub
+    and consistency) shapes cut cells only" and, for HDG, "response matrices by weighted
+    update (Algorithm 1, 0 sweeps)"; neither happens: cut cells are split by the product of
+    the unclipped 1-D estimates' within-cell shares (as the docs say) and no Norm-Sub'd grid
+    enters the release."""
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    recs = fugu.datasets.correlated_gaussian(3000, 3, 8, seed=1)
+    for cls in (HDG, fugu.ldp.TDG):
+        rel = cls(dom, 1.0, normalisation="norm").simulate(recs, rng=fugu.RandomSource(seed=1))
+        text = " ".join(rel.guarantee.post_processing)
+        assert "Norm-Sub" not in text and "sweeps" not in text, text
+        assert "unclipped 1-D estimates" in text
+    rel = HDG(dom, 1.0).simulate(recs, rng=fugu.RandomSource(seed=1))  # norm-sub: unchanged
+    assert "Norm-Sub" in rel.guarantee.post_processing[0]
+    assert "weighted update (Algorithm 1" in rel.guarantee.post_processing[1]

@@ -77,7 +77,7 @@ def release_from_grids(
     if proto.normalisation == "norm":
         # Phase 2 without clipping: shift each grid to n, then consistency (linear, so the
         # counts stay unbiased); the Norm-Sub'd copy only shapes the response matrices.
-        unbiased, _ = consistent_grids(
+        unbiased, rounds_u = consistent_grids(
             grids, float(n), max_iter=proto.max_iter, tol=proto.tol, method="norm"
         )
         grids = unbiased
@@ -130,13 +130,17 @@ def release_from_grids(
         f"Norm-Sub and inverse-variance consistency across grids ({rounds} rounds, "
         "ending with Norm-Sub)",
     )
-    if unbiased is not None:
+    if unbiased is not None:  # cut cells: the closed-form product matrices built above
         steps = (
             "grids shifted to sum to n and made consistent by inverse-variance weighting "
-            "(linear: the released counts stay unbiased and may be negative); a Norm-Sub'd "
-            f"copy ({rounds} rounds of Norm-Sub and consistency) shapes cut cells only",
+            f"({rounds_u} rounds; linear: the released counts stay unbiased and may be "
+            "negative)",
+            "cut cells split by the product of the two attributes' within-cell shares of the "
+            "unclipped 1-D estimates ("
+            + ("the 1-D grids" if proto.hybrid else "the 2-D grids' consistent margins")
+            + f") spread over their values by {proto.interpolation!r} interpolation",
         )
-    if proto.hybrid:
+    elif proto.hybrid:
         steps += (
             f"response matrices by weighted update (Algorithm 1, {sweeps} sweeps), 1-D grids "
             f"spread over their values by {proto.interpolation!r} interpolation",
