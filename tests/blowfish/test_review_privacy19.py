@@ -205,3 +205,45 @@ def test_partition_block_array_must_have_the_domain_shape() -> None:
     flat = Policy.partition(dom, [0, 1, 2, 0, 1, 2])
     assert flat == Policy.partition(dom, np.array([[0, 1, 2], [0, 1, 2]]))
     assert flat.is_edge(0, 3) and not flat.is_edge(0, 1)
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        ({"metric": "l2"}, "metric"),
+        ({"weights": [-1.0]}, "weight"),
+        ({"weights": [1.0, 1.0]}, "weight"),
+        ({"weights": [0.0]}, "weight"),
+        ({"theta": float("inf")}, "theta"),
+        ({"kind": "partition", "cell_blocks": [0, 0, 1]}, "cell_blocks"),
+        ({"kind": "partition", "attribute_blocks": [[0, 0, 1]]}, "attribute_blocks"),
+        ({"kind": "explicit", "edges": [[0, 12]]}, "explicit edges"),
+        ({"kind": "explicit", "edges": [[3, 3], [0, 1]]}, "explicit edges"),
+        ({"kind": "ring"}, "unknown policy kind"),
+    ],
+)
+def test_policy_fields_are_checked_however_the_policy_is_built(
+    change: dict[str, Any], what: str
+) -> None:
+    """Policy.from_dict (a release's policy_spec, a hand-written description) and
+    dataclasses.replace build a Policy without the class methods' checks. Before the fix
+    metric 'l2' was accepted and read as L∞, a negative weight joined every pair (is_edge(0, 9)
+    under 'distance:theta=2'), two weights on a one-attribute domain were ignored, a zero weight
+    or theta = inf raised ZeroDivisionError / OverflowError from sensitivity, a short
+    cell_blocks an IndexError, and a self-loop passed. Now each is a PolicyError when built."""
+    import dataclasses
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    spec = Policy.distance_threshold(dom, 2).to_dict()
+    spec.update(change)
+    with pytest.raises(fugu.PolicyError, match=what):
+        Policy.from_dict(spec)
+    with pytest.raises(fugu.PolicyError, match="metric"):
+        dataclasses.replace(Policy.line(dom), metric="euclid")
+    for pol in (
+        Policy.distance_threshold(dom, 2, "linf", weights=[0.5]),
+        Policy.partition(dom, {"a": 5}, bottom=True),
+        Policy.partition(dom, np.arange(10) // 3),
+        Policy.explicit(dom, [(0, 9), (4, None)]),
+    ):
+        assert Policy.from_dict(pol.to_dict()) == pol

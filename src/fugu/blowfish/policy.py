@@ -137,6 +137,7 @@ class Policy:
     label: str = ""
 
     def __post_init__(self) -> None:
+        _check_fields(self)
         # A policy without a single secret pair protects nothing: every query would have
         # sensitivity 0 and be released exactly, labelled private. Refused wherever the policy
         # is built (class methods, from_dict, with_bottom(False), dataclasses.replace).
@@ -673,6 +674,69 @@ class Policy:
             if np.any(lab[s] != lab[d]):
                 return True
         return False
+
+
+def _check_fields(p: Policy) -> None:
+    """The fields of a policy built directly (``Policy.from_dict``, ``dataclasses.replace``)
+    must describe the graph the class methods would build: a metric fugu knows (``'l2'`` was
+    read as L∞), positive weights (a negative one joined every pair), one block id per value
+    or cell, edges between cells of the domain. Refused with :class:`~fugu.PolicyError`."""
+    dom = p.domain
+    if not isinstance(dom, Domain):
+        raise InvalidTypeError(f"domain must be a fugu.Domain, got {type(dom).__name__}")
+    if p.kind not in KINDS:
+        raise PolicyError(f"unknown policy kind {p.kind!r}; expected one of {KINDS}")
+    if p.kind == "distance":
+        if p.metric not in ("l1", "linf"):
+            raise PolicyError(f"metric must be 'l1' or 'linf', got {p.metric!r}")
+        w = p.weights
+        if (
+            w is None
+            or len(w) != dom.ndim
+            or any(isinstance(x, bool) or not (math.isfinite(x) and x > 0) for x in w)
+        ):
+            raise PolicyError(
+                f"a distance policy needs one finite weight > 0 per attribute ({dom.ndim}), "
+                f"got {w!r}"
+            )
+        t = p.theta
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+            raise PolicyError(f"a distance policy needs a finite theta, got {t!r}")
+    if p.kind == "partition":
+        if (p.cell_blocks is None) == (p.attribute_blocks is None):
+            raise PolicyError("a partition policy needs attribute_blocks or cell_blocks (one)")
+        if p.cell_blocks is not None:
+            c = np.asarray(p.cell_blocks)
+            if c.shape != (dom.size,) or c.dtype.kind not in "iu" or (c.size and c.min() < 0):
+                raise PolicyError(
+                    f"cell_blocks must hold one block id >= 0 per cell ({dom.size}), got an "
+                    f"array of shape {c.shape} ({c.dtype})"
+                )
+        else:
+            ab = p.attribute_blocks
+            assert ab is not None
+            if len(ab) != dom.ndim or any(
+                b is not None and (len(b) != a.size or min(b, default=0) < 0)
+                for a, b in zip(dom.attributes, ab, strict=False)
+            ):
+                raise PolicyError(
+                    f"attribute_blocks must give, per attribute ({dom.ndim}), None or one block "
+                    f"id >= 0 per value ({[a.size for a in dom.attributes]})"
+                )
+    if p.kind == "explicit":
+        e = np.asarray(p.edges) if p.edges is not None else None
+        if (
+            e is None
+            or e.ndim != 2
+            or e.shape[1] != 2
+            or e.dtype.kind not in "iu"
+            or (e.size and (e.min() < BOTTOM or e.max() >= dom.size))
+            or bool(np.any(e[:, 0] == e[:, 1]))
+        ):
+            raise PolicyError(
+                f"explicit edges must be an (E, 2) integer array of distinct cells "
+                f"0..{dom.size - 1} (or {BOTTOM} for ⊥)"
+            )
 
 
 # ----------------------------------------------------------------------------------------------
