@@ -206,3 +206,18 @@ def test_norm_guarantee_describes_the_post_processing_applied() -> None:
     rel = HDG(dom, 1.0).simulate(recs, rng=fugu.RandomSource(seed=1))  # norm-sub: unchanged
     assert "Norm-Sub" in rel.guarantee.post_processing[0]
     assert "weighted update (Algorithm 1" in rel.guarantee.post_processing[1]
+
+
+def test_grid_groups_without_reports_are_recorded() -> None:
+    """A TDG/HDG group that received no report got the uniform guess n/cells (variance 1e30)
+    without a word in the release; HIO, LHIO and MSW say so since review 16. The guarantee
+    now names the groups."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 3), fugu.Ordinal("b", 0, 3), fugu.Ordinal("c", 0, 3)])
+    p = fugu.ldp.TDG(dom, 1.0, g2=2)
+    n = 300
+    codes = np.zeros((n, 3), np.int64)
+    rel = p.aggregate(p.client(fugu.RandomSource(seed=1)).perturb(codes, groups=np.arange(n) % 2))
+    said = [s for s in rel.guarantee.post_processing if "no report" in s]
+    assert len(said) == 1 and "1 of 3 groups" in said[0] and "bxc" in said[0], said
+    full = p.aggregate(p.client(fugu.RandomSource(seed=1)).perturb(codes))
+    assert not any("no report" in s for s in full.guarantee.post_processing)

@@ -494,7 +494,16 @@ class GridProtocol(LDPProtocol):
             grids.append(
                 GridEstimate(tuple(names[a] for a in gr), self.edges(gr), est.reshape(shape), var)
             )
-        gu = self.guarantee(private=True, n=n)
+        empty = [
+            "x".join(names[a] for a in gr) for j, gr in enumerate(self.groups) if n_group[j] <= 0
+        ]
+        said: tuple[str, ...] = ()
+        if empty:
+            said = (
+                f"{len(empty)} of {len(self.groups)} groups had no report: their grids "
+                f"({', '.join(empty)}) are the uniform guess, with no weight in the consistency",
+            )
+        gu = self.guarantee(private=True, n=n, post_processing=said)
         return self.release_from_grids(grids, n, gu, users_per_group=n_group.tolist())
 
     def release_from_grids(
