@@ -247,3 +247,31 @@ def test_policy_fields_are_checked_however_the_policy_is_built(
         Policy.explicit(dom, [(0, 9), (4, None)]),
     ):
         assert Policy.from_dict(pol.to_dict()) == pol
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        {"kind": "explicit", "edges": np.array([[0, 1, 2]])},
+        {"kind": "explicit", "edges": np.array([[0, 150]])},
+        {"kind": "partition", "cell_blocks": np.array([0, 0, 1, 1])},
+        {"kind": "partition", "attr_blocks": (np.array([0, 0, 1]), None)},
+        {"kind": "distance", "theta": 2.0, "weights": (1.0,)},
+        {"kind": "distance", "theta": 2.0, "weights": (-1.0, 1.0)},
+        {"kind": "distance", "theta": float("inf")},
+    ],
+)
+def test_kmeans_secret_graph_must_fit_the_grid(graph: dict[str, Any]) -> None:
+    """A k-means SecretGraph given directly was not checked against the grid: the edge array
+    [[0, 1, 2]] was read as the edge (0, 1) only (the fit ran, silently another graph), and
+    short weights, blocks or out-of-range edges raised numpy's ValueError ('zip() argument 2 is
+    shorter', 'array is not broadcastable', 'index 150 is out of bounds'). Now a PolicyError
+    naming the field, before anything is read or charged."""
+    from fugu.blowfish.kmeans import KMeans, SecretGraph
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9), fugu.Ordinal("y", 0, 9)])
+    acc = fugu.Accountant(10.0)
+    g = SecretGraph(**graph)
+    with pytest.raises(fugu.PolicyError, match="SecretGraph"):
+        KMeans(2, 1.0, policy=g, domain=dom, accountant=acc).fit(np.zeros((5, 2)))
+    assert acc.spent == 0

@@ -171,6 +171,7 @@ def secret_graph(policy: Any, grid: KMeansGrid) -> SecretGraph:
         graph = SecretGraph("full", description="full (epsilon-DP)")
     elif isinstance(policy, SecretGraph):
         graph = policy
+        _check_graph(graph, grid)
     else:
         if isinstance(policy, str):
             from .policy import Policy
@@ -185,6 +186,55 @@ def secret_graph(policy: Any, grid: KMeansGrid) -> SecretGraph:
             f"'distance:theta=5', partition blocks of two or more values)"
         )
     return graph
+
+
+def _check_graph(graph: SecretGraph, grid: KMeansGrid) -> None:
+    """A :class:`SecretGraph` given directly must fit the grid: an (E, 3) edge array was read
+    as its first two columns (edges (0, 1) of [[0, 1, 2]], silently), and weights, blocks or
+    edges of the wrong length or range raised numpy errors deep in the sensitivities."""
+    cells = int(np.prod(grid.sizes))
+    if graph.kind == "distance":
+        w = graph.weights
+        t = float(graph.theta or 0)
+        if not np.isfinite(t) or (
+            w is not None and (len(w) != grid.dim or not all(np.isfinite(x) and x > 0 for x in w))
+        ):
+            raise PolicyError(
+                f"SecretGraph('distance'): theta must be finite and weights one finite number "
+                f"> 0 per attribute ({grid.dim}); got theta={graph.theta!r}, weights={w!r}"
+            )
+    if graph.kind == "partition":
+        if graph.cell_blocks is not None:
+            c = np.asarray(graph.cell_blocks)
+            if c.shape != (cells,) or c.dtype.kind not in "iu" or (c.size and c.min() < 0):
+                raise PolicyError(
+                    f"SecretGraph('partition'): cell_blocks must hold one block id >= 0 per cell "
+                    f"({cells}), got shape {c.shape}"
+                )
+        else:
+            ab = graph.attr_blocks
+            assert ab is not None
+            if len(ab) != grid.dim or any(
+                b is not None and (np.shape(b) != (m,) or np.min(b) < 0)
+                for b, m in zip(ab, grid.sizes, strict=False)
+            ):
+                raise PolicyError(
+                    f"SecretGraph('partition'): attr_blocks must give, per attribute "
+                    f"({grid.dim}), None or one block id >= 0 per value ({list(grid.sizes)})"
+                )
+    if graph.kind == "explicit":
+        e = np.asarray(graph.edges)
+        if (
+            e.ndim != 2
+            or e.shape[1] != 2
+            or e.dtype.kind not in "iu"
+            or (e.size and (e.min() < -1 or e.max() >= cells))
+            or bool(np.any(e[:, 0] == e[:, 1]))
+        ):
+            raise PolicyError(
+                f"SecretGraph('explicit'): edges must be an (E, 2) integer array of distinct "
+                f"cells 0..{cells - 1} (or -1 for ⊥), got shape {e.shape}"
+            )
 
 
 def _policy_id(policy: Any, grid: KMeansGrid, graph: SecretGraph) -> str | None:
