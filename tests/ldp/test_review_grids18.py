@@ -221,3 +221,19 @@ def test_grid_groups_without_reports_are_recorded() -> None:
     assert len(said) == 1 and "1 of 3 groups" in said[0] and "bxc" in said[0], said
     full = p.aggregate(p.client(fugu.RandomSource(seed=1)).perturb(codes))
     assert not any("no report" in s for s in full.guarantee.post_processing)
+
+
+def test_arrow_record_batch_reader_is_aggregated() -> None:
+    """An Arrow RecordBatchReader of reports (a stream: Flight, a dataset scanner) raised a
+    bare AttributeError ('no attribute num_rows'): it was taken for one batch. Its batches
+    are now streamed, giving the table's release."""
+    import pyarrow as pa
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    rep = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.arange(100) % 10, "b": np.arange(100) % 5}
+    )
+    t = rep.to_arrow()
+    reader = pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=30))
+    assert p.aggregate(reader).answer({"a": (0, 4)}) == p.aggregate(t).answer({"a": (0, 4)})

@@ -188,8 +188,12 @@ def _table_batches(data: Any, names: list[str], batch_rows: int) -> Iterator[dic
     mod = type(data).__module__.split(".")[0]
     if mod == "pyarrow" and hasattr(data, "schema"):
         _check(names, data.schema.names, "the report table")
-        batches = data.to_batches(max_chunksize=batch_rows) if hasattr(data, "to_batches") else [
-            data]  # fmt: skip
+        if hasattr(data, "read_next_batch"):  # a RecordBatchReader: stream its batches
+            batches: Iterable[Any] = data
+        elif hasattr(data, "to_batches"):
+            batches = data.to_batches(max_chunksize=batch_rows)
+        else:
+            batches = [data]
         for b in batches:
             if b.num_rows:
                 yield _batch_columns(b, names)
