@@ -275,3 +275,16 @@ def test_kmeans_secret_graph_must_fit_the_grid(graph: dict[str, Any]) -> None:
     with pytest.raises(fugu.PolicyError, match="SecretGraph"):
         KMeans(2, 1.0, policy=g, domain=dom, accountant=acc).fit(np.zeros((5, 2)))
     assert acc.spent == 0
+
+
+# == 4. bad input ================================================================================
+def test_policy_parameters_that_are_not_numbers_are_named() -> None:
+    """'distance:theta=3,weights=1|x' raised a bare ValueError ("could not convert string to
+    float: 'x'") and Policy.partition(dom, {'a': 2.0}) a TypeError ("'float' object is not
+    iterable"); both are PolicyErrors naming the parameter and the fix."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 3)])
+    with pytest.raises(fugu.PolicyError, match="weights must be numbers"):
+        Policy.parse("distance:theta=3,weights=1|x", dom)
+    with pytest.raises(fugu.PolicyError, match="'a': a block width is an integer"):
+        Policy.partition(dom, {"a": 2.0})
+    assert Policy.parse("distance:theta=3,weights=1|2", dom).weights == (1.0, 2.0)

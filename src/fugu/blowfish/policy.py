@@ -838,7 +838,13 @@ def parse_policy(text: str, domain: Domain) -> Policy:
             t = float(theta)
         except ValueError:
             raise PolicyError(f"{text!r}: theta must be a number, got {theta!r}") from None
-        w = None if weights is None else [float(x) for x in str(weights).split("|")]
+        try:
+            w = None if weights is None else [float(x) for x in str(weights).split("|")]
+        except ValueError:
+            raise PolicyError(
+                f"{text!r}: weights must be numbers separated by '|', one per attribute "
+                f"(e.g. weights=1|2), got {weights!r}"
+            ) from None
         return Policy.distance_threshold(domain, t, metric, weights=w, bottom=bottom)
     if kind == "partition":
         if not args or "" in args:

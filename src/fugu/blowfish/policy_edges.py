@@ -156,6 +156,11 @@ def _attribute_blocks(attr: Ordinal | Nominal, spec: Any) -> tuple[int, ...]:
         raise PolicyError(
             f"partition of {attr.name!r}: expected a width, block ids or groups, got {spec!r}"
         )
+    if isinstance(spec, float | np.floating):
+        raise PolicyError(
+            f"partition of {attr.name!r}: a block width is an integer >= 1 (consecutive values "
+            f"per block), got {spec!r}"
+        )
     if isinstance(spec, int | np.integer):
         width = int(spec)
         if width < 1:
