@@ -257,3 +257,36 @@ def test_a_spark_dataframe_and_a_query_together_are_refused(spark: Any) -> None:
     df = spark.createDataFrame([(1,), (2,)], ["x"])
     with pytest.raises(fugu.errors.InvalidParameterError, match="data=None"):
         partial_sums(df, lambda b: np.array([len(b["x"])]), columns=["x"], sql="SELECT 7 AS x")
+
+
+# -- 8. columns that are not one value per record ------------------------------------------------
+def test_a_two_dimensional_column_is_refused_not_flattened_into_more_records() -> None:
+    """A (2, 2) column was flattened: two rows counted as four records."""
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
+    with pytest.raises(fugu.DomainError, match="'age'.*shape \\(2, 2\\)"):
+        fugu.Histogram.from_records({"age": np.array([[1, 2], [3, 4]])}, dom)
+    structured = np.zeros(2, dtype=[("age", np.int64, (2,))])
+    with pytest.raises(fugu.DomainError, match="'age'.*shape \\(2, 2\\)"):
+        fugu.Histogram.from_records(structured, dom)
+    # one value per record, as a column vector or a row vector: kept
+    for column in (np.array([[1], [2]]), np.array([[1, 2]])):
+        hist = fugu.Histogram.from_records({"age": column}, dom)
+        assert hist.counts.tolist() == [0, 1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("value", [3, "3", np.int64(3)])
+def test_a_single_value_is_not_a_column(value: Any) -> None:
+    """``{'age': 3}`` raised Python's 'len() of unsized object' (a TypeError, no fugu error)."""
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
+    with pytest.raises(fugu.DomainError, match="'age' holds a single value"):
+        fugu.Histogram.from_records({"age": value}, dom)
+
+
+def test_rows_given_as_dicts_are_refused_by_name() -> None:
+    """A list of row dicts went through the iterable-of-tables path: each row a 'table' of
+    scalars, and the same TypeError."""
+    from fugu.engines import DomainKey, partial_counts
+
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
+    with pytest.raises(fugu.DomainError, match="'age' holds a single value"):
+        partial_counts([{"age": 1}, {"age": 2}], DomainKey(dom), dom.size)

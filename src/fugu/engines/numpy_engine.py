@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import check_column_lengths, column_length
-from ..errors import DomainError, EmptyDataError, InvalidTypeError
+from ..errors import DomainError, EmptyDataError, InvalidTypeError, short_repr
 
 CHUNK_ROWS = 1 << 22
 
@@ -72,10 +72,33 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
                 f"records must be a mapping of column name to array, a numpy structured array, "
                 f"a pandas/Polars DataFrame or an Arrow table; got {type(data).__name__}"
             )
+    cols = {name: _one_per_record(name, v) for name, v in cols.items()}
     lengths = {len(v) for v in cols.values()}
     if lengths == {0}:
         raise EmptyDataError("the records are empty (0 rows); there is nothing to count")
     return cols
+
+
+def _one_per_record(name: str, values: Any) -> Any:
+    """A column as one value per record: a single value (a scalar, a string) is refused, and a
+    2-d array only passes as a column or row vector, flattened (an (n, 2) array was flattened
+    into 2n records)."""
+    shape = getattr(values, "shape", None)
+    if shape is None:  # Arrow arrays: one value per record
+        return values
+    if len(shape) == 0:
+        raise DomainError(
+            f"column {name!r} holds a single value ({short_repr(values)}), not a column: give "
+            f"a list or an array with one value per record, e.g. {{{name!r}: [...]}}"
+        )
+    if len(shape) > 1:
+        if sum(1 for k in shape if k != 1) > 1:
+            raise DomainError(
+                f"column {name!r} has shape {tuple(shape)}: a column holds one value per record "
+                f"(a 1-d array); give each attribute its own column"
+            )
+        return values.reshape(-1)
+    return values
 
 
 def check_mapping_lengths(data: Mapping[Any, Any], what: str = "the records") -> None:
