@@ -237,3 +237,22 @@ def test_arrow_record_batch_reader_is_aggregated() -> None:
     t = rep.to_arrow()
     reader = pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=30))
     assert p.aggregate(reader).answer({"a": (0, 4)}) == p.aggregate(t).answer({"a": (0, 4)})
+
+
+def test_tdg_pair_answered_by_the_uniform_guess_is_recorded() -> None:
+    """TDG answers the cut cells of a pair whose response matrix would exceed 2^24 cells by
+    the uniform guess; the guarantee said only "cut cells answered by a response matrix …",
+    as if every pair had one."""
+    dom = fugu.Domain(
+        [fugu.Ordinal("x", 0, 4096), fugu.Ordinal("y", 0, 4096), fugu.Ordinal("z", 0, 3)]
+    )
+    rng = np.random.default_rng(0)
+    recs = {
+        "x": rng.integers(0, 4097, 600),
+        "y": rng.integers(0, 4097, 600),
+        "z": rng.integers(0, 4, 600),
+    }
+    rel = fugu.ldp.TDG(dom, 1.0, g2=2).simulate(recs, rng=fugu.RandomSource(seed=1))
+    said = [s for s in rel.guarantee.post_processing if "uniform guess" in s]
+    assert len(said) == 1 and "xxy" in said[0] and "xxz" not in said[0], said
+    assert set(rel.matrices) == {("x", "z"), ("y", "z")}

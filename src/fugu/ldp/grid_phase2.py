@@ -151,6 +151,17 @@ def release_from_grids(
             f"spread over their values by {proto.interpolation!r} interpolation "
             f"({sweeps} sweeps)",
         )
+    if proto.interpolation != "uniform":
+        unfitted = [
+            f"{x}x{y}"
+            for x, y in (g.attributes for g in grids if len(g.attributes) == 2)
+            if (str(x), str(y)) not in matrices
+        ]
+        if unfitted:  # TDG: a pair whose matrix would exceed the limit
+            steps += (
+                f"cut cells of {', '.join(unfitted)} split by the uniform guess (a response "
+                f"matrix there would exceed {_MAX_MATRIX_CELLS:,} cells)",
+            )
     params = dict(guarantee.parameters)
     params.update(
         {
