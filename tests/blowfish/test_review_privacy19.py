@@ -288,3 +288,22 @@ def test_policy_parameters_that_are_not_numbers_are_named() -> None:
     with pytest.raises(fugu.PolicyError, match="'a': a block width is an integer"):
         Policy.partition(dom, {"a": 2.0})
     assert Policy.parse("distance:theta=3,weights=1|2", dom).weights == (1.0, 2.0)
+
+
+def test_kmeans_guarantee_names_the_bottom_neighbours() -> None:
+    """The k-means guarantee said 'replace one record's value along an edge' under every
+    policy, also with ⊥ (the sensitivities cover add/remove: q_size 2 ≥ 1, q_sum ≥ ‖y − o‖₁),
+    and for ⊥ at some cells only it did not say which; the histogram mechanisms' guarantees
+    (blowfish_neighbours) say both. Now the k-means guarantee does too."""
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    X = np.arange(10).reshape(-1, 1)
+    full = KMeans(2, 1.0, policy=Policy.line(dom, bottom=True), rng=fugu.RandomSource(seed=0))
+    assert "add/remove one record (⊥)" in full.fit(X).guarantee_.neighbours
+    part = KMeans(
+        2, 1.0, policy=Policy.explicit(dom, [(0, 1), (4, None)]), rng=fugu.RandomSource(seed=0)
+    )
+    assert "only cells 4;" in part.fit(X).guarantee_.neighbours
+    none = KMeans(2, 1.0, policy=Policy.line(dom), rng=fugu.RandomSource(seed=0)).fit(X)
+    assert "add/remove" not in none.guarantee_.neighbours

@@ -212,6 +212,24 @@ def _update(
     return np.clip(new, low, high)
 
 
+def _neighbours(graph: SecretGraph) -> str:
+    """The neighbour relation of a Blowfish k-means fit, in words (for the guarantee): moves
+    along the secret graph, and add/remove where ⊥ is joined (every value, or the cells named)."""
+    s = f"replace one record's value along an edge of the secret graph {graph.label}"
+    if graph.bottom:
+        return s + ", or add/remove one record (⊥)"
+    if graph.kind == "explicit" and graph.edges is not None:
+        e = np.asarray(graph.edges)
+        cells = np.unique(e[e.min(axis=1) < 0].max(axis=1)) if e.size else e.reshape(-1)
+        if cells.size:
+            shown = ", ".join(str(int(c)) for c in cells[:8]) + (", ..." if cells.size > 8 else "")
+            s += (
+                f", or add/remove one record whose value is joined to ⊥ (only cells {shown}; "
+                f"adding or removing a record at any other value is not protected)"
+            )
+    return s
+
+
 def lloyd(
     points: NDArray[np.float64] | None,
     init: NDArray[np.float64],
@@ -826,9 +844,7 @@ class KMeans:
         g = guarantee(
             model="blowfish" if blowfish else "central-dp",
             epsilon=eps,
-            neighbours=f"replace one record's value along an edge of the secret graph {graph.label}"
-            if blowfish
-            else "replace",
+            neighbours=_neighbours(graph) if blowfish else "replace",
             mechanism="kmeans",
             rng=source,
             sensitivity=s_sum,
