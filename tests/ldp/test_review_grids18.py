@@ -256,3 +256,32 @@ def test_tdg_pair_answered_by_the_uniform_guess_is_recorded() -> None:
     said = [s for s in rel.guarantee.post_processing if "uniform guess" in s]
     assert len(said) == 1 and "xxy" in said[0] and "xxz" not in said[0], said
     assert set(rel.matrices) == {("x", "z"), ("y", "z")}
+
+
+def test_damaged_grid_release_file_is_refused_on_load(tmp_path) -> None:
+    """A release file whose response matrix has the wrong shape, or whose grid edges end
+    past the attribute's size, loaded and then answered with a bare IndexError (or a wrong
+    number). GridRelease now checks grids and matrices against the domain; load reports a
+    FileFormatError naming the problem."""
+    import json
+
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    recs = fugu.datasets.correlated_gaussian(2000, 3, 8, seed=1)
+    rel = HDG(dom, 1.0).simulate(recs, rng=fugu.RandomSource(seed=1))
+    path = tmp_path / "h.npz"
+    rel.save(path)
+    z = dict(np.load(path, allow_pickle=False))
+
+    def damaged(key, value):
+        zz = dict(z)
+        zz[key] = value
+        bad = tmp_path / "bad.npz"
+        np.savez(bad, **zz)
+        return bad
+
+    q = {"a0": (0, 3), "a1": (2, 5)}
+    assert fugu.Release.load(path).answer(q) == rel.answer(q)
+    assert json.loads(bytes(z["__header__"]).decode())["kind"] == "ldp-grids"
+    for key, value in (("a_matrix0", z["a_matrix0"][:4]), ("a_edges3_0", np.array([0, 3, 9]))):
+        with pytest.raises(fugu.errors.FileFormatError, match="does not fit|response matrix"):
+            fugu.Release.load(damaged(key, value)).answer(q)

@@ -328,7 +328,16 @@ class GridRelease(Release):
         self._axis = {a: i for i, a in enumerate(names)}
         self._pair: dict[tuple[int, int], GridEstimate] = {}
         self._one: dict[int, GridEstimate] = {}
+        sizes = dict(zip(names, domain.shape, strict=True))
         for g in self.grids:
+            for a, e in zip(g.attributes, g.edges, strict=True):
+                if str(a) not in sizes or int(e[-1]) != sizes[str(a)]:
+                    raise InvalidParameterError(
+                        f"a grid on {[str(b) for b in g.attributes]} does not fit the domain: "
+                        f"attribute {str(a)!r} "
+                        + (f"has {sizes[str(a)]} values, its edges end at {int(e[-1])}"
+                           if str(a) in sizes else f"is not one of {list(names)}")
+                    )  # fmt: skip
             ax = tuple(self._axis[str(a)] for a in g.attributes)
             if len(ax) == 1:
                 self._one[ax[0]] = g
@@ -336,6 +345,14 @@ class GridRelease(Release):
                 self._pair[(min(ax), max(ax))] = g
             else:
                 raise InvalidParameterError("grids must be 1-D or 2-D")
+        pairs = {tuple(str(a) for a in g.attributes) for g in self.grids if len(g.attributes) == 2}
+        for (x, y), m in self.matrices.items():
+            want = (sizes.get(str(x)), sizes.get(str(y)))
+            if (str(x), str(y)) not in pairs or np.shape(m) != want:
+                raise InvalidParameterError(
+                    f"the response matrix of ({x}, {y}) has shape {np.shape(m)}; it must belong "
+                    f"to a 2-D grid of the release and have one row and column per value {want}"
+                )
         self._ps: dict[Any, PrefixSums] = {}
         self._cum: dict[int, NDArray[np.float64]] = {}
 
