@@ -307,3 +307,36 @@ def test_kmeans_guarantee_names_the_bottom_neighbours() -> None:
     assert "only cells 4;" in part.fit(X).guarantee_.neighbours
     none = KMeans(2, 1.0, policy=Policy.line(dom), rng=fugu.RandomSource(seed=0)).fit(X)
     assert "add/remove" not in none.guarantee_.neighbours
+
+
+def test_kmeans_secret_graphs_are_charged_under_their_own_identifier() -> None:
+    """A fit under a SecretGraph was charged under 'secret graph <label>', the label being the
+    kind when no description is given: SecretGraph('distance', theta=1) and theta=50 were one
+    policy to the ledger, which summed their ε although no policy protects both (sequential
+    composition holds under one policy). Now the identifier of the same graph as a Policy."""
+    from fugu.blowfish.kmeans import KMeans, SecretGraph
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 99)])
+    X = np.arange(100).reshape(-1, 1)
+    acc = fugu.Accountant(fugu.Budget(10.0, model="blowfish"))
+    KMeans(
+        2,
+        1.0,
+        policy=SecretGraph("distance", theta=1.0),
+        domain=dom,
+        accountant=acc,
+        rng=fugu.RandomSource(seed=0),
+    ).fit(X)
+    with pytest.raises(fugu.InvalidParameterError, match="does not compose"):
+        KMeans(
+            2,
+            1.0,
+            policy=SecretGraph("distance", theta=50.0),
+            domain=dom,
+            accountant=acc,
+            rng=fugu.RandomSource(seed=0),
+        ).fit(X)
+    assert acc.spent == 1.0
+    # the same graph given as a Policy is the same policy
+    KMeans(2, 1.0, policy=Policy.line(dom), accountant=acc, rng=fugu.RandomSource(seed=0)).fit(X)
+    assert acc.spent == 2.0

@@ -244,12 +244,42 @@ def _policy_id(policy: Any, grid: KMeansGrid, graph: SecretGraph) -> str | None:
     if policy is None:
         return None
     if isinstance(policy, SecretGraph):
-        return f"secret graph {graph.label}"
+        # the identifier of the same graph as a Policy: the label alone ('distance') named
+        # SecretGraph('distance', theta=1) and theta=50 alike, so one ledger summed their ε
+        return _as_policy(graph, grid).identifier
     if isinstance(policy, str):
         from .policy import Policy
 
         policy = Policy.parse(policy, grid.domain)
     return str(getattr(policy, "identifier", graph.label))
+
+
+def _as_policy(graph: SecretGraph, grid: KMeansGrid) -> Any:
+    """The ``fugu.blowfish.Policy`` with this secret graph on the grid's domain."""
+    from .policy import Policy
+
+    blocks = None
+    if graph.kind == "partition" and graph.cell_blocks is None:
+        blocks = tuple(
+            None if b is None else tuple(int(x) for x in np.asarray(b).reshape(-1))
+            for b in graph.attr_blocks or ()
+        )
+    return Policy(
+        grid.domain,
+        graph.kind,
+        theta=None if graph.kind != "distance" else float(graph.theta or 0.0),
+        metric=graph.metric,
+        weights=None
+        if graph.kind != "distance"
+        else tuple(float(w) for w in (graph.weights or (1.0,) * grid.dim)),
+        attribute_blocks=blocks,
+        cell_blocks=None
+        if graph.kind != "partition" or graph.cell_blocks is None
+        else np.asarray(graph.cell_blocks, np.int64),
+        edges=None if graph.kind != "explicit" else np.asarray(graph.edges, np.int64),
+        bottom=graph.bottom,
+        label=graph.label,
+    )
 
 
 def _from_policy(policy: Any, grid: KMeansGrid) -> SecretGraph:
