@@ -290,3 +290,18 @@ def test_rows_given_as_dicts_are_refused_by_name() -> None:
     dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
     with pytest.raises(fugu.DomainError, match="'age' holds a single value"):
         partial_counts([{"age": 1}, {"age": 2}], DomainKey(dom), dom.size)
+
+
+# -- 9. a directory given to the numpy engine ---------------------------------------------------
+def test_numpy_engine_names_a_directory(tmp_path: Path) -> None:
+    """A directory of Parquet files (as Spark writes them) raised pyarrow's bare OSError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "people.parquet"
+    folder.mkdir()
+    pq.write_table(pa.table({"age": [1, 2]}), folder / "part-0.parquet")
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="directory.*engine='duckdb'"):
+        fugu.Histogram.from_file(folder, dom, engine="numpy")
+    assert fugu.Histogram.from_file(folder, dom).counts.tolist() == [0, 1, 1, 0, 0]

@@ -62,6 +62,12 @@ def _iter_batches(
     p = Path(path)
     if not p.exists():
         raise InvalidParameterError(f"data file {str(p)!r} does not exist")
+    if p.is_dir():
+        raise InvalidParameterError(
+            f"{str(p)!r} is a directory; the numpy engine reads one CSV or Parquet file: name a "
+            f"file, or read the directory with engine='duckdb' (every Parquet file under it) or "
+            f"engine='spark'"
+        )
     suffixes = "".join(p.suffixes).lower()
     if ".parquet" in suffixes or ".pq" in suffixes:
         import pyarrow.parquet as pq
