@@ -285,3 +285,24 @@ def test_damaged_grid_release_file_is_refused_on_load(tmp_path) -> None:
     for key, value in (("a_matrix0", z["a_matrix0"][:4]), ("a_edges3_0", np.array([0, 3, 9]))):
         with pytest.raises(fugu.errors.FileFormatError, match="does not fit|response matrix"):
             fugu.Release.load(damaged(key, value)).answer(q)
+
+
+def test_report_table_with_a_repeated_column_is_refused(tmp_path) -> None:
+    """A report table with two columns named "group" was read on the numpy engine through
+    Arrow's get_field_index, which gives -1 for a repeated name, i.e. the *last* column:
+    every report was silently counted in the appended column's group (DuckDB refuses such
+    input). It is now refused on every path (table, Parquet file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    rep = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.arange(100) % 10, "b": np.arange(100) % 5}
+    )
+    t = rep.to_arrow().append_column("group", pa.array(np.zeros(100, np.int64)))
+    with pytest.raises(fugu.errors.ReportError, match="more than one column named"):
+        p.aggregate(t)
+    pq.write_table(t, tmp_path / "r.parquet")
+    with pytest.raises(fugu.errors.ReportError, match="more than one column named"):
+        p.aggregate(str(tmp_path / "r.parquet"))

@@ -134,6 +134,12 @@ def _check(names: Sequence[str], have: Iterable[str], where: str) -> None:
     missing = [c for c in names if c not in have]
     if missing:
         raise ReportError(f"{where} lacks the report column(s) {missing}; it has {have[:20]}")
+    repeated = [c for c in names if have.count(c) > 1]
+    if repeated:  # Arrow's get_field_index gives -1 for a repeated name: the last column
+        raise ReportError(
+            f"{where} has more than one column named {repeated}; fugu cannot tell which holds "
+            f"the reports and does not pick one: rename or drop the repeated column(s)"
+        )
 
 
 def _file_batches(path: Path, names: list[str], batch_rows: int) -> Iterator[Any]:
