@@ -240,6 +240,7 @@ def test_policy_fields_are_checked_however_the_policy_is_built(
         Policy.from_dict(spec)
     with pytest.raises(fugu.PolicyError, match="metric"):
         dataclasses.replace(Policy.line(dom), metric="euclid")
+    assert dataclasses.replace(Policy.line(dom), theta=np.int64(3)).is_edge(0, 3)
     for pol in (
         Policy.distance_threshold(dom, 2, "linf", weights=[0.5]),
         Policy.partition(dom, {"a": 5}, bottom=True),

@@ -700,7 +700,11 @@ def _check_fields(p: Policy) -> None:
                 f"got {w!r}"
             )
         t = p.theta
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+        if (
+            isinstance(t, bool)
+            or not isinstance(t, int | float | np.integer | np.floating)
+            or not math.isfinite(t)
+        ):
             raise PolicyError(f"a distance policy needs a finite theta, got {t!r}")
     if p.kind == "partition":
         if (p.cell_blocks is None) == (p.attribute_blocks is None):
