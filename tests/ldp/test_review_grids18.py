@@ -306,3 +306,19 @@ def test_report_table_with_a_repeated_column_is_refused(tmp_path) -> None:
     pq.write_table(t, tmp_path / "r.parquet")
     with pytest.raises(fugu.errors.ReportError, match="more than one column named"):
         p.aggregate(str(tmp_path / "r.parquet"))
+
+
+def test_hdg_one_attribute_expected_error_without_its_1d_reports() -> None:
+    """HDG's λ = 1 expected error read only the attribute's 1-D grid: when that group had no
+    report (variance 1e30) every interval on the attribute got an error of about 10^15,
+    though Phase 2 fills the grid from the 2-D grids' margins. It now uses the margins then,
+    as for TDG."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 7), fugu.Ordinal("b", 0, 7), fugu.Ordinal("c", 0, 7)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    n = 600
+    codes = np.stack([np.arange(n) % 8, (np.arange(n) // 8) % 8, np.arange(n) % 5], 1)
+    groups = 1 + np.arange(n) % 5  # every group but a's 1-D grid (group 0)
+    rel = p.aggregate(p.client(fugu.RandomSource(seed=1)).perturb(codes, groups=groups))
+    err = rel.expected_error({"a": (0, 3)})
+    assert err is not None and err < n
+    assert rel.expected_error({"b": (0, 3)}) < n  # b's own 1-D grid: as before

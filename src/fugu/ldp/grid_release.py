@@ -549,7 +549,8 @@ class GridRelease(Release):
         if ax.size == 1:
             a = int(ax[0])
             g1 = self._one.get(a)
-            if g1 is not None:
+            if g1 is not None and g1.variance < 1e29:  # else its group had no report: the
+                # consistent 1-D grid carries the 2-D margins' information (below)
                 w = _overlap_weights(g1.edges[0], lo[0], hi[0])[0]
                 noise = float(np.sum(w**2) * g1.variance)
             else:
