@@ -717,6 +717,16 @@ Attribute = Ordinal | Nominal
 _MISSING = -2
 
 
+def _arrow_text(t: Any) -> bool:
+    """Whether an Arrow type holds text (strings, or a dictionary of strings)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    is_view = getattr(pa.types, "is_string_view", lambda _: False)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or is_view(t))
+
+
 def _lookup_codes(arr: Any, leaves: tuple[str, ...]) -> NDArray[np.int64]:
     """Position of each value in ``leaves``: -1 when absent, -2 (``_MISSING``) for None/NaN.
 
@@ -726,11 +736,16 @@ def _lookup_codes(arr: Any, leaves: tuple[str, ...]) -> NDArray[np.int64]:
     import pyarrow as pa
 
     if isinstance(arr, pa.ChunkedArray | pa.Array):
-        import pyarrow.compute as pc
+        if not _arrow_text(arr.type):
+            # numbers, booleans, dates: labelled by str() of their numpy values, as every engine
+            # labels them (Arrow's cast to string writes 1.0 as '1' and True as 'true')
+            arr = np.asarray(arr.to_numpy(zero_copy_only=False))
+        else:
+            import pyarrow.compute as pc
 
-        values = arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
-        idx = pc.index_in(values, value_set=pa.array(list(leaves), type=pa.string()))
-        return np.asarray(idx.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            values = arr if pa.types.is_string(arr.type) else pc.cast(arr, pa.string())
+            idx = pc.index_in(values, value_set=pa.array(list(leaves), type=pa.string()))
+            return np.asarray(idx.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
     if arr.size == 0:
         return np.zeros(0, np.int64)
     lookup = {v: i for i, v in enumerate(leaves)}

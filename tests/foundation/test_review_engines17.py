@@ -305,3 +305,35 @@ def test_numpy_engine_names_a_directory(tmp_path: Path) -> None:
     with pytest.raises(fugu.errors.InvalidParameterError, match="directory.*engine='duckdb'"):
         fugu.Histogram.from_file(folder, dom, engine="numpy")
     assert fugu.Histogram.from_file(folder, dom).counts.tolist() == [0, 1, 1, 0, 0]
+
+
+# -- 10. a nominal attribute's labels do not depend on the array type ---------------------------
+@pytest.mark.parametrize(
+    "values", [[1.0, 2.5], [True, False], [1, 2], [np.float32(1.5), np.float32(2.0)]]
+)
+def test_nominal_labels_of_arrow_and_numpy_numbers_agree(values: list[Any]) -> None:
+    """Arrow arrays were looked up through Arrow's cast to string, numpy arrays through str():
+    Arrow's 1.0 was the label '1' and numpy's '1.0', Arrow's True 'true' and numpy's 'True', so
+    Domain.encode({'b': pa.array([1.0])}) and Histogram.from_records of the same column (made
+    numpy by columns_of) counted different cells."""
+    import pyarrow as pa
+
+    att = fugu.Nominal("b", ["1", "1.0", "2", "2.0", "2.5", "1.5", "true", "True", "False"])
+    arrow = att.encode(pa.array(values), "drop").tolist()
+    numpy = att.encode(np.array(values), "drop").tolist()
+    assert arrow == numpy
+    chunked = att.encode(pa.chunked_array([pa.array(values)]), "drop").tolist()
+    assert chunked == numpy
+
+
+def test_a_records_nominal_code_does_not_depend_on_the_other_records() -> None:
+    """Arrow's labels were kept only when every value matched one; else all values were looked
+    up again through str(). The column [1.0, 2.0] was counted in the cells '1' and '2', and
+    with one more record (3.7, dropped) in '1.0' and '2.0': one record moved every other
+    record to another cell (with the labels '1' and '2' alone, it dropped them all)."""
+    import pyarrow as pa
+
+    att = fugu.Nominal("b", ["1", "2", "1.0", "2.0"])
+    two = att.encode(pa.array([1.0, 2.0]), "drop").tolist()
+    three = att.encode(pa.array([1.0, 2.0, 3.7]), "drop").tolist()
+    assert three[:2] == two == [2, 3]
