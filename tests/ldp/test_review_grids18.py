@@ -322,3 +322,22 @@ def test_hdg_one_attribute_expected_error_without_its_1d_reports() -> None:
     err = rel.expected_error({"a": (0, 3)})
     assert err is not None and err < n
     assert rel.expected_error({"b": (0, 3)}) < n  # b's own 1-D grid: as before
+
+
+def test_bit_vectors_given_as_a_list_of_bytes_are_read_exactly() -> None:
+    """A mapping of report columns whose bit vectors are a Python list of bytes: the numpy
+    engine turned the list into a fixed-width 'S' array (np.asarray), which is not a report
+    column type, so every report was rejected ('wrong type'; and 'S' drops trailing NUL bytes,
+    turning an all-zero vector into b''). The values are now kept as Python bytes: the release
+    equals the one from the Reports batch."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    rep = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.arange(100) % 10, "b": np.arange(100) % 5}
+    )
+    bits = [bytes(x) for x in rep.columns["bits"]]
+    assert b"\x00" in bits  # some all-zero vectors, which 'S' arrays turn into b''
+    cols = {"group": rep.columns["group"].tolist(), "bits": bits}
+    rel = p.aggregate(cols, header=rep.header())
+    assert rel.guarantee.data_options["reports_accepted"] == 100
+    assert rel.answer({"a": (0, 4)}) == p.aggregate(rep).answer({"a": (0, 4)})

@@ -210,14 +210,15 @@ def _table_batches(data: Any, names: list[str], batch_rows: int) -> Iterator[dic
         # lengths are cross-checked by the caller's partial function: hand the columns over
         # whole when they disagree, so that no row is matched with another row's values
         lengths = {len(v) if not isinstance(v, np.ndarray) else v.shape[0] for v in cols.values()}
+        cols = {k: v if _is_arrow(v) else _exact_column(v) for k, v in cols.items()}
         if len(lengths) != 1:
-            yield {k: np.asarray(v) if not _is_arrow(v) else v for k, v in cols.items()}
+            yield cols
             return
         n = lengths.pop()
         for start in range(0, n, batch_rows):
             yield {
                 k: (arrow_column(v.slice(start, batch_rows)) if _is_arrow(v) else
-                    np.asarray(v)[start : start + batch_rows])
+                    v[start : start + batch_rows])
                 for k, v in cols.items()
             }  # fmt: skip
         return
@@ -226,6 +227,19 @@ def _table_batches(data: Any, names: list[str], batch_rows: int) -> Iterator[dic
     n = len(next(iter(table.values())))
     for start in range(0, n, batch_rows):
         yield {k: v[start : start + batch_rows] for k, v in table.items()}
+
+
+def _exact_column(values: Any) -> np.ndarray:
+    """A column given as a Python sequence, as numpy without changing a value: bytes and
+    strings stay Python objects (``np.asarray`` makes them fixed-width 'S'/'U' arrays, which
+    drop trailing NUL bytes: an all-zero bit vector b'\\x00' became b'')."""
+    if isinstance(values, np.ndarray):
+        return values
+    arr = np.asarray(values)
+    if arr.dtype.kind in "SU":
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = list(values)
+    return arr
 
 
 def _is_arrow(v: Any) -> bool:
