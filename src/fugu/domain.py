@@ -749,10 +749,21 @@ def _lookup_codes(arr: Any, leaves: tuple[str, ...]) -> NDArray[np.int64]:
     if arr.size == 0:
         return np.zeros(0, np.int64)
     lookup = {v: i for i, v in enumerate(leaves)}
+    # A label is str() of the record's own value. Factorising first gives values that are equal
+    # in Python (1, 1.0, True; 0.0 and -0.0) the label of whichever came first, so a record's
+    # cell would depend on the other records: -0.0 becomes 0.0 (one value, as every engine
+    # groups them), and an object column that is not all text is factorised by its text
+    # (slower, so only then).
+    if arr.dtype.kind == "f":
+        arr = arr + 0.0
     try:
         import pandas as pd
 
         inverse, uniques = pd.factorize(arr)  # None / NaN -> -1
+        if arr.dtype.kind == "O" and not all(isinstance(u, str) for u in uniques):
+            missing = np.asarray(pd.isna(arr), dtype=bool).reshape(-1)
+            inverse, uniques = pd.factorize(arr.reshape(-1).astype(str))
+            inverse = np.where(missing, -1, inverse)
         mapped = np.array([lookup.get(str(u), -1) for u in uniques] + [_MISSING], dtype=np.int64)
         return mapped[np.asarray(inverse)]  # index -1 picks the trailing _MISSING
     except ImportError:  # pragma: no cover - pandas is optional

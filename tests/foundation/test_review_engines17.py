@@ -337,3 +337,16 @@ def test_a_records_nominal_code_does_not_depend_on_the_other_records() -> None:
     two = att.encode(pa.array([1.0, 2.0]), "drop").tolist()
     three = att.encode(pa.array([1.0, 2.0, 3.7]), "drop").tolist()
     assert three[:2] == two == [2, 3]
+
+
+def test_a_nominal_label_is_the_records_own_value_not_an_equal_ones() -> None:
+    """Values were factorised before they were written as labels, so values equal in Python
+    shared the label of whichever came first: in an object column 1.0 after 1 was counted as
+    '1' (alone: '1.0'), 1 after True as 'True'; and in a float column -0.0 took the label of
+    0.0 when 0.0 came first ('0.0'), or gave it its own ('-0.0') when it came first."""
+    att = fugu.Nominal("b", ["1", "1.0", "True", "0.0"])
+    assert att.encode(np.array([1.0], object)).tolist() == [1]
+    assert att.encode(np.array([1, 1.0], object)).tolist() == [0, 1]
+    assert att.encode(np.array([True, 1], object)).tolist() == [2, 0]
+    for column in ([0.0, -0.0], [-0.0, 0.0]):  # one label for both zeros, in any order
+        assert att.encode(np.array(column)).tolist() == [3, 3]
