@@ -341,3 +341,28 @@ def test_bit_vectors_given_as_a_list_of_bytes_are_read_exactly() -> None:
     rel = p.aggregate(cols, header=rep.header())
     assert rel.guarantee.data_options["reports_accepted"] == 100
     assert rel.answer({"a": (0, 4)}) == p.aggregate(rep).answer({"a": (0, 4)})
+
+
+def test_duckdb_engine_reads_bytes_lists_like_the_numpy_engine() -> None:
+    """The same mapping on engine="duckdb": the list became a fixed-width 'S' array before
+    Arrow, which drops trailing NUL bytes, so exactly the all-zero bit vectors (15 of 100
+    here) were rejected as 'wrong type' and the release was built from the others (a biased
+    selection). A column mixing bytes and numbers became b'1' strings ('out of range'). Both
+    now give the numpy engine's release."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9), fugu.Ordinal("b", 0, 4)])
+    p = HDG(dom, 1.0, g1=4, g2=2)
+    rep = p.client(fugu.RandomSource(seed=1)).perturb(
+        {"a": np.arange(100) % 10, "b": np.arange(100) % 5}
+    )
+    g, bits = rep.columns["group"].tolist(), [bytes(x) for x in rep.columns["bits"]]
+    q = {"a": (0, 4)}
+    rel = p.aggregate({"group": g, "bits": bits}, header=rep.header(), engine="duckdb")
+    assert rel.guarantee.data_options["reports_accepted"] == 100
+    assert rel.answer(q) == p.aggregate(rep).answer(q)
+    mixed = {"group": g, "bits": bits[:50] + [1] * 50}
+    with pytest.warns(fugu.ldp.RejectedReportsWarning):
+        a = p.aggregate(mixed, header=rep.header(), engine="duckdb")
+    with pytest.warns(fugu.ldp.RejectedReportsWarning):
+        b = p.aggregate(mixed, header=rep.header())
+    assert a.guarantee.data_options["rejected_reports"] == {"wrong type": 50}
+    assert a.answer(q) == b.answer(q)

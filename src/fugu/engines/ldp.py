@@ -242,6 +242,23 @@ def _exact_column(values: Any) -> np.ndarray:
     return arr
 
 
+def _exact_arrow(values: Any) -> Any:
+    """:func:`_exact_column` for an engine that registers Arrow: a Python sequence of bytes
+    or strings as an Arrow array of the same values, None when no Arrow type holds them all
+    (mixed types); anything else unchanged."""
+    if _is_arrow(values) or isinstance(values, np.ndarray):
+        return values
+    arr = _exact_column(values)
+    if arr.dtype != object:
+        return values
+    import pyarrow as pa
+
+    try:
+        return pa.array(list(arr))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: no Arrow column holds them
+        return None
+
+
 def _is_arrow(v: Any) -> bool:
     return type(v).__module__.split(".")[0] == "pyarrow"
 
@@ -297,10 +314,21 @@ def iter_arrow_batches(
     if engine == "duckdb" or sql is not None:
         from .duckdb_engine import iter_arrow_batches as duck_batches
 
-        for b in duck_batches(data, names, sql=sql, batch_rows=batch_rows, **opts):
-            if b.num_rows:
-                yield _batch_columns(b, names)
-        return
+        exact = (
+            {k: _exact_arrow(v) for k, v in data.items()}
+            if isinstance(data, Mapping) and sql is None
+            else None
+        )
+        if exact is None or all(v is not None for v in exact.values()):
+            src = data if exact is None else exact  # Python bytes/strings: exact Arrow values
+            for b in duck_batches(src, names, sql=sql, batch_rows=batch_rows, **opts):
+                if b.num_rows:
+                    yield _batch_columns(b, names)
+            return
+        # a column of mixed Python values has no Arrow type: the batch is in memory already,
+        # so it is read here, value by value (the same result as the numpy engine)
+        for key in ("threads", "text_columns"):
+            opts.pop(key, None)
     progress = bool(opts.pop("progress", False))
     if opts:
         raise InvalidParameterError(f"the numpy engine takes no options {sorted(opts)}")
