@@ -341,3 +341,22 @@ def test_kmeans_secret_graphs_are_charged_under_their_own_identifier() -> None:
     # the same graph given as a Policy is the same policy
     KMeans(2, 1.0, policy=Policy.line(dom), accountant=acc, rng=fugu.RandomSource(seed=0)).fit(X)
     assert acc.spent == 2.0
+
+
+def test_cli_sensitivity_refuses_an_attribute_named_twice_in_a_box() -> None:
+    """'fugu sensitivity -c count:age=2..3&age=5..5' computed the sensitivity under the public
+    count of age 5 alone (the last condition won; cumulative: 3 instead of 2 with age 2..3),
+    and '-q age=1..3&age=5..6' answered another range. Both are refused, naming the option."""
+    from click.testing import CliRunner
+
+    from fugu.cli import _load_models, cli
+
+    _load_models()
+    for opt in (["-c", "count:age=2..3&age=5..5"], ["-q", "age=1..3&age=5..6"]):
+        res = CliRunner().invoke(cli, ["sensitivity", "-a", "age:0..9", "-p", "line", *opt])
+        said = res.output + str(res.exception)
+        assert res.exit_code != 0 and "'age' is given twice" in said, said
+    ok = CliRunner().invoke(
+        cli, ["sensitivity", "-a", "age:0..9", "-p", "line", "-c", "count:age=2..3"]
+    )
+    assert ok.exit_code == 0, ok.output

@@ -143,13 +143,27 @@ def _query(spec: str, dom: Any) -> Any:
     if s.startswith("random:"):  # random:N[:K1-K2], as fugu recommend's --workload
         return parse_workload(s, dom, 0, option="--query")
     if "=" in s:
-        conds = dict(parse_where(c, dom, option="--query") for c in s.split("&"))
-        return Workload([RangeQuery(conds)])
+        return Workload([RangeQuery(_conditions(s, dom, "--query"))])
     raise InvalidParameterError(
         f"--query {spec!r}: use histogram, cumulative[:attr], sum, coarsening:age=10, "
         f"random:N[:K1-K2], "
         f"or a range 'age=20..29&sex=Male'"
     )
+
+
+def _conditions(text: str, dom: Any, option: str) -> dict[str, Any]:
+    """``a=lo..hi&b=v`` as conditions; an attribute named twice is refused (the last one won
+    silently: 'count:age=2..3&age=5..5' was the public count of age 5 alone)."""
+    out: dict[str, Any] = {}
+    for part in text.split("&"):
+        key, cond = parse_where(part, dom, option=option)
+        if key in out:
+            raise InvalidParameterError(
+                f"{option} {text!r}: {key!r} is given twice; give one range per attribute "
+                f"(a range query or count is a box), or repeat {option} for another one"
+            )
+        out[key] = cond
+    return out
 
 
 def _constraint(spec: str, dom: Any = None) -> Any:
@@ -159,9 +173,7 @@ def _constraint(spec: str, dom: Any = None) -> Any:
     if kind == "marginal" and rest:
         return MarginalConstraint([a.strip() for a in rest.split(",") if a.strip()])
     if kind == "count" and rest:
-        return CountConstraint(
-            dict(parse_where(c, dom, option="--constraint") for c in rest.split("&"))
-        )
+        return CountConstraint(_conditions(rest, dom, "--constraint"))
     raise InvalidParameterError(
         f"--constraint {spec!r}: write 'marginal:sex,race' or 'count:age=20..29&sex=Male'"
     )
