@@ -478,6 +478,8 @@ class Ordinal:
                     f"[{', '.join(map(short_repr, _non_numeric_examples(arr)))}]; declare it "
                     f"Nominal or convert the column"
                 ) from None
+            if arr.dtype.kind == "f" and self.edges is None:
+                self._refuse_inexact(arr)
         if arr.dtype.kind == "b":
             arr = arr.astype(np.int64)
         over = None  # unsigned values beyond int64: above every domain (high < 2**63)
@@ -553,6 +555,20 @@ class Ordinal:
             allowed,
             clip_ok=True,
         )
+
+    def _refuse_inexact(self, floats: np.ndarray) -> None:
+        """Text or objects read as float64 (not all integers) on a range reaching 2**53: an
+        integer beyond 2**53 among them was rounded, so its cell would depend on the other
+        values of the column (alone, or among integers only, it is read exactly)."""
+        if max(abs(self.low), abs(int(self.high))) < 2**53 or not floats.size:  # type: ignore[arg-type]
+            return  # beyond 2**53, rounded or not, a value lies outside the range
+        finite = floats[np.isfinite(floats)]
+        if finite.size and float(np.abs(finite).max()) >= 2**53:
+            raise DomainError(
+                f"attribute {self.name!r} ({self.low}..{self.high}) got numbers beyond 2**53 "
+                f"among values that are not all integers (e.g. '2.0'), which float64 cannot "
+                f"read exactly; give the column as integers (int64, or integers written as such)"
+            )
 
     def decode(self, codes: ArrayLike) -> np.ndarray:
         c = np.asarray(codes, dtype=np.int64)
