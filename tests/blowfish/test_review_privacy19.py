@@ -360,3 +360,19 @@ def test_cli_sensitivity_refuses_an_attribute_named_twice_in_a_box() -> None:
         cli, ["sensitivity", "-a", "age:0..9", "-p", "line", "-c", "count:age=2..3"]
     )
     assert ok.exit_code == 0, ok.output
+
+
+def test_ordered_flags_must_be_booleans() -> None:
+    """ordered(..., inference='no') applied the isotonic projection (a non-empty string is
+    truthy) and ordered_hierarchical(..., consistency='no') kept least squares on: the release
+    was biased / post-processed against what was written. Now refused, naming the option."""
+    from fugu.blowfish import ordered, ordered_hierarchical
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    hist = fugu.Histogram.from_records({"a": [1, 2]}, dom)
+    with pytest.raises(fugu.InvalidParameterError, match="inference must be True or False"):
+        ordered(hist, 1.0, Policy.line(dom), inference="no")
+    with pytest.raises(fugu.InvalidParameterError, match="consistency must be True or False"):
+        ordered_hierarchical(hist, 1.0, Policy.line(dom), consistency="no")
+    rel = ordered(hist, 1.0, Policy.line(dom), inference=np.bool_(False), rng=fugu.RandomSource(0))
+    assert rel.estimate == "direct"

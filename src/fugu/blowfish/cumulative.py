@@ -415,6 +415,14 @@ def measure(
     return np.asarray(s, dtype=np.float64), noisy_levels
 
 
+def check_flag(value: Any, name: str) -> bool:
+    """A True/False option (``inference``, ``consistency``): a string such as ``"no"`` was
+    truthy and switched the post-processing on."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_ordered_input(hist: Any, policy: Any, what: str) -> tuple[Any, Any]:
     from ..domain import Ordinal
     from ..errors import InvalidTypeError, PolicyError

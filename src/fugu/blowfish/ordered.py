@@ -40,6 +40,7 @@ from ._eps import NoisePart, check_noise_epsilon
 from .cumulative import (
     CumulativeRelease,
     Structure,
+    check_flag,
     check_ordered_input,
     measure,
     part_sensitivity,
@@ -97,6 +98,7 @@ def ordered(
         ``answer`` (ranges from two counts), ``counts``, ``quantile``, exact ``expected_error``.
     """
     hist, policy = check_ordered_input(hist, policy, "Ordered Mechanism")
+    inference = check_flag(inference, "inference")
     k = hist.domain.size
     sens = part_sensitivity(policy, k, block=1, height=0)
     check_noise_epsilon(epsilon, [NoisePart("cumulative-count", sens.s_part)], "Ordered Mechanism")

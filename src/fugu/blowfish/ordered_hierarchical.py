@@ -61,6 +61,7 @@ from ._eps import NoisePart, check_noise_epsilon, fit_shares
 from .cumulative import (
     CumulativeRelease,
     Structure,
+    check_flag,
     check_ordered_input,
     direct_range_variance,
     gls_leaves,
@@ -258,6 +259,7 @@ def ordered_hierarchical(
     CumulativeRelease
     """
     hist, policy = check_ordered_input(hist, policy, "Ordered Hierarchical Mechanism")
+    consistency = check_flag(consistency, "consistency")
     k = hist.domain.size
     probe = part_sensitivity(policy, k, block=1, height=0)
     what = "Ordered Hierarchical Mechanism"
