@@ -376,3 +376,20 @@ def test_ordered_flags_must_be_booleans() -> None:
         ordered_hierarchical(hist, 1.0, Policy.line(dom), consistency="no")
     rel = ordered(hist, 1.0, Policy.line(dom), inference=np.bool_(False), rng=fugu.RandomSource(0))
     assert rel.estimate == "direct"
+
+
+def test_oh_eps_split_and_a_query_mapping_are_read_or_named() -> None:
+    """ordered_hierarchical(..., eps_split='0.5') raised "'<' not supported between instances
+    of 'int' and 'str'"; laplace(..., query={'a': (1, 3)}) raised "float() argument must be a
+    string or a real number, not 'dict'". eps_split is refused by name; a mapping is the
+    conditions of one range query (as RangeQuery and expected_error take them)."""
+    from fugu.blowfish import ordered_hierarchical
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    hist = fugu.Histogram.from_records({"a": [1, 2, 7]}, dom)
+    for bad in ("0.5", True, float("nan")):
+        with pytest.raises(fugu.InvalidParameterError, match="eps_split"):
+            ordered_hierarchical(hist, 1.0, Policy.line(dom), eps_split=bad)
+    rel = laplace(hist, 1.0, Policy.line(dom), query={"a": (1, 3)}, rng=fugu.RandomSource(0))
+    assert rel.guarantee.sensitivity == 1.0 and rel.values.shape == (1,)
+    assert sensitivity({"a": (1, 3)}, Policy.full(dom)) == 1.0

@@ -131,7 +131,11 @@ def oh_plan(
     """
     k = check_positive_int(k, "k")
     theta = check_positive_int(theta, "theta (largest rank gap of a secret edge)", 0)
-    if eps_split is not None and not 0 < eps_split < 1:
+    if eps_split is not None and (
+        isinstance(eps_split, bool)
+        or not isinstance(eps_split, int | float | np.integer | np.floating)
+        or not 0 < eps_split < 1
+    ):
         raise InvalidParameterError(
             f"eps_split is the S-part's share of epsilon, in (0, 1); got {eps_split}"
         )

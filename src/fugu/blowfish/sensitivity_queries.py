@@ -11,6 +11,7 @@ dense matrix; :class:`SensitivityResult` is what every sensitivity function retu
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -312,6 +313,10 @@ def query_matrix(query: QueryLike, domain: Domain) -> NDArray[np.float64]:
 
 
 def _normalise(query: QueryLike) -> QueryLike:
+    if isinstance(query, Mapping):
+        # the conditions of one range query, as RangeQuery takes them ({"age": (20, 29)});
+        # float() of the mapping raised a bare TypeError
+        return RangeQuery(dict(query))
     if isinstance(query, str):
         key = query.strip().lower()
         if key in ("histogram", "hist", "h"):
