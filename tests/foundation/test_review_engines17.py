@@ -366,3 +366,14 @@ def test_integers_beyond_2_to_53_mixed_with_other_numbers_are_refused(kind: str)
         att.encode(arr, "drop")
     small = fugu.Ordinal("t", 0, 3)  # below 2**53: the big value is outside either way
     assert small.encode(arr, "drop").tolist() == [-1, 2]
+
+
+def test_a_missing_pandas_boolean_is_called_missing() -> None:
+    """pandas' nullable boolean column gave its <NA> to the encoder as pd.NA, refused as a
+    'non-numeric value such as [<NA>]' (the DuckDB engine: 'NaN/None')."""
+    import pandas as pd
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
+    frame = pd.DataFrame({"a": pd.array([True, None, False], dtype="boolean")})
+    with pytest.raises(fugu.DomainError, match="1 of 3 values are NaN/None"):
+        fugu.Histogram.from_records(frame, dom)

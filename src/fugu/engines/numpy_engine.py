@@ -144,8 +144,10 @@ def check_unique_columns(
 
 
 def _pandas_column(s: Any) -> np.ndarray:
-    if s.dtype.kind in "iufb":
+    if s.dtype.kind in "iufb" and not (s.hasnans and s.dtype.kind in "iub"):
         return s.to_numpy()
+    # missing values of nullable columns (Int64, boolean) as None: refused as missing, never as
+    # a 'non-numeric value such as [<NA>]'
     return s.to_numpy(dtype=object, na_value=None)
 
 
