@@ -393,3 +393,14 @@ def test_oh_eps_split_and_a_query_mapping_are_read_or_named() -> None:
     rel = laplace(hist, 1.0, Policy.line(dom), query={"a": (1, 3)}, rng=fugu.RandomSource(0))
     assert rel.guarantee.sensitivity == 1.0 and rel.values.shape == (1,)
     assert sensitivity({"a": (1, 3)}, Policy.full(dom)) == 1.0
+
+
+def test_a_policy_string_gets_the_fix() -> None:
+    """laplace(hist, 1.0, 'line') and sensitivity('sum', 'line') said only 'policy must be a
+    fugu.blowfish.Policy, got str'; they now say how to build one."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    hist = fugu.Histogram.from_records({"a": [1, 2]}, dom)
+    with pytest.raises(fugu.InvalidTypeError, match=r"Policy.parse\('line', domain\)"):
+        laplace(hist, 1.0, "line")  # type: ignore[arg-type]
+    with pytest.raises(fugu.InvalidTypeError, match=r"Policy.parse\('line', domain\)"):
+        sensitivity("sum", "line")  # type: ignore[arg-type]

@@ -127,6 +127,11 @@ def laplace(
     if not isinstance(policy, Policy):
         raise InvalidTypeError(
             f"policy must be a fugu.blowfish.Policy, got {type(policy).__name__}"
+            + (
+                f"; build it on the domain: Policy.parse({policy!r}, domain)"
+                if isinstance(policy, str)
+                else " (e.g. Policy.line(domain), Policy.distance_threshold(domain, 5))"
+            )
         )
     if policy.domain != hist.domain:
         from ..errors import PolicyError

@@ -124,6 +124,11 @@ def sensitivity(query: QueryLike, policy: Policy, *, detail: bool = False) -> An
     if not isinstance(policy, Policy):
         raise InvalidTypeError(
             f"policy must be a fugu.blowfish.Policy, got {type(policy).__name__}"
+            + (
+                f"; build it on the domain: Policy.parse({policy!r}, domain)"
+                if isinstance(policy, str)
+                else " (e.g. Policy.line(domain), Policy.distance_threshold(domain, 5))"
+            )
         )
     if isinstance(query, str) and query.strip().lower().startswith("kmeans_"):
         return _kmeans(query.strip().lower(), policy, detail)
