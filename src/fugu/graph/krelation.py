@@ -156,6 +156,18 @@ def minimal_dnf(clauses: Iterable[Iterable[Hashable]]) -> frozenset[frozenset[Ha
     return frozenset(keep)
 
 
+def concatenated_ranges(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``starts[i], starts[i] + 1, …, starts[i] + lengths[i] - 1`` for every ``i``, in one array.
+
+    The positions of CSR slices (children of gates, neighbours of nodes) gathered at once.
+
+    >>> concatenated_ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + within
+
+
 @dataclass(frozen=True)
 class Annotations:
     """The compiled annotations of a relation: what the Recursive Mechanism works on.
@@ -927,8 +939,7 @@ class Formulas:
         for gates in self._levels():
             starts = self.child_ptr[gates]
             m = lens[gates]
-            idx = np.repeat(starts, m) + (np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m))
-            kv = v[self.child[idx]]
+            kv = v[self.child[concatenated_ranges(starts, m)]]
             offs = np.concatenate([[0], np.cumsum(m)[:-1]])
             sums = np.add.reduceat(kv, offs)
             maxs = np.maximum.reduceat(kv, offs)
@@ -976,9 +987,7 @@ class Formulas:
                 hi = np.searchsorted(spg, sub_kids, "right")
                 cnt = hi - lo
                 rep = np.repeat(np.arange(sub_kids.size), cnt)
-                pos = np.repeat(lo, cnt) + (
-                    np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-                )
+                pos = concatenated_ranges(lo, cnt)
                 g_parts.append(sub_pars[rep])
                 p_parts.append(spp[pos])
                 s_parts.append(sps[pos])
@@ -1049,10 +1058,7 @@ class Formulas:
             if not g.size:
                 continue
             m = lens[g]
-            idx = np.repeat(self.child_ptr[g], m) + (
-                np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)
-            )
-            kids = self.child[idx]
+            kids = self.child[concatenated_ranges(self.child_ptr[g], m)]
             ok = (kids >= n) & ~false[kids]
             reach[kids[ok] - n] = True
         child_ok = ~false[self.child] & reach[parent]

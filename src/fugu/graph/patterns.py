@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import InvalidParameterError, InvalidTypeError
-from .krelation import Annotations, KRelation
+from .krelation import Annotations, KRelation, concatenated_ranges
 
 __all__ = [
     "PATTERNS",
@@ -147,10 +147,8 @@ class _Graph:
         ix = self.indices if indices is None else indices
         starts = ip[src]
         counts = ip[src + 1] - starts
-        total = int(counts.sum())
         rows = np.repeat(np.arange(src.size), counts)
-        offs = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        return rows, ix[np.repeat(starts, counts) + offs]
+        return rows, ix[concatenated_ranges(starts, counts)]
 
     def oriented(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """Out-CSR of the orientation low rank → high rank, rank = (degree, index)."""
