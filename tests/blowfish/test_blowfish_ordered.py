@@ -136,12 +136,13 @@ def test_gls_equals_dense_weighted_least_squares() -> None:
                     r = np.zeros(kp)
                     r[b * st.block + j * size : b * st.block + (j + 1) * size] = 1
                     rows.append(r), y.append(levels[lv - 1][b, j]), wts.append(1 / st.var_h)
-        a = np.array(rows) * np.sqrt(wts)[:, None]
+        # the padded leaves (beyond k) hold no record: known zeros, not unknowns (review 19)
+        a = np.array(rows)[:, :k] * np.sqrt(wts)[:, None]
         yy = np.array(y) * np.sqrt(wts)
         if public:  # exact total: eliminate via a heavy row
-            a = np.vstack([a, np.ones(kp) * 1e6])
+            a = np.vstack([a, np.ones(k) * 1e6])
             yy = np.append(yy, total * 1e6)
-        dense = np.linalg.lstsq(a, yy, rcond=None)[0]
+        dense = np.concatenate([np.linalg.lstsq(a, yy, rcond=None)[0], np.zeros(kp - k)])
         assert np.allclose(got, dense, atol=1e-5), (f, h, k, public)
 
 

@@ -147,33 +147,87 @@ def gls_leaves(
     tree = [np.zeros((b, 1))] + [np.asarray(lv, dtype=np.float64) for lv in levels]
     lvar = [math.inf] + [st.var_h] * h
     out = consistent_tree(tree, f, lvar)
-    z = out[0][:, 0]
+    z = out[0][:, 0].copy()
     v = st.var_h
     for _ in range(h - 1):
         v = 1.0 / (1.0 / st.var_h + 1.0 / (f * v))
-    tau = f * v
+    inv_t = np.full(b, 1.0 / (f * v))  # 1/τ_m: the precision of block m's H-estimate z_m
+    valid = st.k - (b - 1) * st.block  # real values in the last block (the rest is padding)
+    last = None
+    if valid < st.block:
+        # the padded cells hold no record (public): the last block's tree is solved with them
+        # pinned to 0 (free, they took noise from every node above them; up to 40 % more
+        # variance for ranges near the end of small domains)
+        last = _pinned_block([np.asarray(lv, np.float64)[b - 1] for lv in levels], st, valid)
+        z[b - 1], inv_t[b - 1] = last[0], 1.0 / last[1]
     n_unknown = st.n_s
     if n_unknown == 0:
         u_hat = np.array([0.0, float(total or 0.0)])
     else:
-        inv_t, inv_s = 1.0 / tau, 1.0 / st.var_s
-        diag = np.full(n_unknown, 2 * inv_t + inv_s)
+        inv_s = 1.0 / st.var_s
+        # Σ_m (u_m − u_{m−1} − z_m)²·inv_t[m] + Σ_m (u_m − s̃_m)²·inv_s, u_0 = 0 (u_B = n if
+        # public): tridiagonal normal equations in u_1..u_{n_s}
+        nxt = np.concatenate([inv_t[1:], [0.0]])[:n_unknown]
         z_next = np.concatenate([z[1:], [0.0]])[:n_unknown]
-        rhs = s * inv_s + (z[:n_unknown] - z_next) * inv_t
+        diag = inv_t[:n_unknown] + nxt + inv_s
+        rhs = s * inv_s + z[:n_unknown] * inv_t[:n_unknown] - z_next * nxt
         if st.total_public:
-            rhs[-1] += float(total or 0.0) * inv_t
-        else:
-            diag[-1] = inv_t + inv_s
-            rhs[-1] = s[-1] * inv_s + z[b - 1] * inv_t
+            rhs[-1] += float(total or 0.0) * inv_t[b - 1]
         ab = np.zeros((3, n_unknown))
-        ab[0, 1:] = -inv_t
+        ab[0, 1:] = -inv_t[1:n_unknown]
         ab[1] = diag
-        ab[2, :-1] = -inv_t
+        ab[2, :-1] = -inv_t[1:n_unknown]
         sol = solve_banded((1, 1), ab, rhs)
         u_hat = np.concatenate([[0.0], sol, [float(total or 0.0)] if st.total_public else []])
-    delta = np.diff(u_hat) - z
+    root = np.diff(u_hat)
+    delta = root - z
     leaves = out[h] + (delta / f**h)[:, None]
+    if last is not None:
+        leaves[b - 1] = last[2](float(root[b - 1]))
     return leaves.reshape(-1)
+
+
+def _pinned_block(levels: list[FloatArray], st: Structure, valid: int) -> tuple[float, float, Any]:
+    """Exact least squares inside one block whose leaves ``valid..L-1`` are known to be 0.
+
+    ``levels[l-1]`` holds the block's noisy level-l nodes (``f^l`` of them, variance
+    ``var_h``; the block root is not measured). The tree two-pass algorithm with per-node
+    variances (leaves known exactly get variance 0): returns the block total's estimate from
+    the tree, its variance, and ``down(total)`` giving the leaf estimates once the total is
+    fixed (the weighted least-squares solution; padded leaves exactly 0)."""
+    f, h, big_l, vh = st.fanout, st.height, st.block, st.var_h
+    leaf = np.arange(big_l)
+    real = leaf < valid
+    est = [np.zeros(0)] * (h + 1)  # est[l], var[l]: up-pass estimates of level l (0 = root)
+    var = [np.zeros(0)] * (h + 1)
+    sums = [np.zeros(0)] * (h + 1)  # children-sum estimate and variance of level-l nodes
+    svar = [np.zeros(0)] * (h + 1)
+    est[h] = np.where(real, levels[h - 1], 0.0)
+    var[h] = np.where(real, vh, 0.0)
+    for lvl in range(h - 1, -1, -1):
+        sums[lvl] = est[lvl + 1].reshape(-1, f).sum(axis=1)
+        svar[lvl] = var[lvl + 1].reshape(-1, f).sum(axis=1)
+        if lvl == 0:
+            est[0], var[0] = sums[0], svar[0]
+            break
+        y = levels[lvl - 1]
+        free = svar[lvl] > 0  # nodes with a real leaf below
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prec = np.where(free, 1.0 / vh + 1.0 / np.where(free, svar[lvl], 1.0), 1.0)
+            comb = (y / vh + sums[lvl] / np.where(free, svar[lvl], 1.0)) / prec
+        est[lvl] = np.where(free, comb, 0.0)
+        var[lvl] = np.where(free, 1.0 / prec, 0.0)
+
+    def down(total: float) -> FloatArray:
+        final = np.array([total])
+        for lvl in range(0, h):
+            gap = np.repeat(final - sums[lvl], f)
+            sv = np.repeat(svar[lvl], f)
+            share = np.divide(var[lvl + 1], sv, out=np.zeros_like(sv), where=sv > 0)
+            final = est[lvl + 1] + share * gap
+        return final
+
+    return float(est[0][0]), float(var[0][0]), down
 
 
 def gls_range_variance(st: Structure, lo: int, hi: int) -> float:
