@@ -377,3 +377,19 @@ def test_a_missing_pandas_boolean_is_called_missing() -> None:
     frame = pd.DataFrame({"a": pd.array([True, None, False], dtype="boolean")})
     with pytest.raises(fugu.DomainError, match="1 of 3 values are NaN/None"):
         fugu.Histogram.from_records(frame, dom)
+
+
+# -- 11. the numpy engine's CSV errors say what is wrong --------------------------------------
+def test_a_late_value_of_another_type_is_explained(tmp_path: Path) -> None:
+    """Every pyarrow CSV error ended with advice about empty lines, also when a value past the
+    first 16 MiB did not fit the type pyarrow had given the column there."""
+    path = tmp_path / "late.csv"
+    with open(path, "w") as f:
+        f.write("a,b\n")
+        f.write("1,x\n" * 5_000_000)  # 20 MB: past the reader's first block
+        f.write("abc,x\n")
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4), fugu.Nominal("b", ["x"])])
+    with pytest.raises(fugu.FileFormatError) as err:
+        fugu.Histogram.from_file(path, dom, engine="numpy")
+    msg = str(err.value)
+    assert "empty line" not in msg and "first 16 MiB" in msg and "'a'" in msg, msg

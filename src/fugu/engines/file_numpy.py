@@ -88,7 +88,7 @@ def _iter_batches(
                 convert_options=csv_convert_options(text_columns),
             )
         _check_columns(names, reader.schema.names, p)
-        with csv_errors(p):
+        with csv_errors(p, reader.schema.names):
             for batch in reader:
                 yield batch.select(names)
     else:
@@ -148,16 +148,29 @@ def csv_convert_options(text_columns: Sequence[str] = ()) -> Any:
 
 
 @contextmanager
-def csv_errors(path: str | Path) -> Iterator[None]:
-    """Turn pyarrow's CSV parse errors into a :class:`FileFormatError` naming the file."""
+def csv_errors(path: str | Path, columns: Sequence[str] = ()) -> Iterator[None]:
+    """Turn pyarrow's CSV parse errors into a :class:`FileFormatError` naming the file (and,
+    for a value that does not fit its column's type, the column among ``columns``)."""
+    import re
+
     import pyarrow as pa
 
     try:
         yield
     except pa.ArrowInvalid as exc:
+        text = str(exc)
+        column = re.search(r"In CSV column #(\d+): CSV conversion error", text)
+        if column:
+            i = int(column.group(1))
+            name = repr(columns[i]) if i < len(columns) else f"#{i + 1}"
+            raise FileFormatError(
+                f"cannot read {str(path)!r} as CSV: column {name} holds a value that does not "
+                f"fit the type the reader took from the first 16 MiB of the file ({text}); fix "
+                "the value (fugu never drops records)"
+            ) from None
         raise FileFormatError(
-            f"cannot read {str(path)!r} as CSV: {exc}. An empty line is a record with missing "
-            "values (fugu never skips records): remove it or fill in the values"
+            f"cannot read {str(path)!r} as CSV: {text}; fix the line (fugu neither drops nor "
+            "pads records)"
         ) from None
 
 
