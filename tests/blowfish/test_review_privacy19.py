@@ -483,3 +483,18 @@ def test_oh_least_squares_pins_the_padding_to_zero(f: int, h: int, k: int, publi
         for hi in range(lo + 1, k + 1):
             v = cov[lo:hi, lo:hi].sum()
             assert C.gls_range_variance(st, lo, hi) == pytest.approx(v, rel=1e-9, abs=1e-12)
+
+
+def test_kmeans_points_with_sql_are_refused_before_the_charge() -> None:
+    """KMeans.fit(points, sql=...) took n from the points (public, no ⊥) and the engine
+    refused the points + query pair (6114024) only at the first iteration's partial_sums,
+    after the accountant was charged. Now refused first, nothing charged."""
+    pytest.importorskip("duckdb")
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    acc = fugu.Accountant(10.0)
+    est = KMeans(2, 1.0, domain=dom, accountant=acc, rng=fugu.RandomSource(seed=1))
+    with pytest.raises(fugu.InvalidParameterError, match="sql="):
+        est.fit(np.arange(10).reshape(-1, 1), sql="SELECT 7 AS x")
+    assert acc.spent == 0

@@ -642,7 +642,11 @@ class KMeans:
         :func:`fugu.engines.partial_sums`, which computes each iteration's exact sizes and sums.
         """
         from ..engines import check_engine
+        from ..engines.partial_core import check_data_or_sql
 
+        # points together with sql=: the engines read the query alone, and refused it only at
+        # the first iteration, after the budget was charged (with n taken from the points)
+        check_data_or_sql(X, engine_options.get("sql"))
         grid = self._grid()
         graph = secret_graph(self.policy, grid)
         mode = self.sensitivity
