@@ -247,11 +247,7 @@ class Workload(Sequence[RangeQuery]):
     @classmethod
     def from_bounds(cls, bounds: ArrayLike, domain: Domain) -> Workload:
         """A workload given directly as code bounds, shape (m, d, 2), half-open."""
-        b = np.asarray(bounds, dtype=np.int64)
-        if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
-            raise InvalidParameterError(
-                f"bounds must have shape (m, {domain.ndim}, 2), got {b.shape}"
-            )
+        b = _bounds_array(bounds, domain, "bounds")
         shape = np.asarray(domain.shape)
         if np.any(b[:, :, 0] < 0) or np.any(b[:, :, 1] > shape) or np.any(b[:, :, 1] <= b[:, :, 0]):
             raise DomainError("bounds must satisfy 0 <= start < stop <= attribute size")
@@ -293,6 +289,36 @@ class Workload(Sequence[RangeQuery]):
         more = ", ..." if n > 2 else ""
         body = f": {shown}{more}" if n else ""
         return f"Workload({n} quer{'y' if n == 1 else 'ies'}{body})"
+
+
+def _bounds_array(bounds: ArrayLike, domain: Domain, name: str) -> NDArray[np.int64]:
+    """``bounds`` as int64 of shape (m, d, 2) for ``domain``; the error names ``name``."""
+    b = np.asarray(bounds, dtype=np.int64)
+    if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
+        raise InvalidParameterError(f"{name} must have shape (m, {domain.ndim}, 2), got {b.shape}")
+    return b
+
+
+def workload_bounds(
+    workload: Workload | Iterable[RangeQuery] | NDArray[np.int64], domain: Domain
+) -> NDArray[np.int64]:
+    """The half-open code bounds (m, d, 2) of a non-empty workload.
+
+    ``workload`` is a :class:`Workload`, a list of :class:`RangeQuery` or a bounds array.
+
+    >>> import fugu
+    >>> dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    >>> workload_bounds([RangeQuery({"a": (2, 4)})], dom).tolist()
+    [[[2, 5]]]
+    """
+    if isinstance(workload, np.ndarray):
+        b = _bounds_array(workload, domain, "workload bounds")
+    else:
+        w = workload if isinstance(workload, Workload) else Workload(list(workload))
+        b = w.bounds(domain)
+    if b.shape[0] == 0:
+        raise InvalidParameterError("the workload is empty; give at least one query")
+    return b
 
 
 def _query_from_bounds(b: NDArray[np.int64], domain: Domain) -> RangeQuery:

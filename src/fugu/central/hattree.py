@@ -86,7 +86,7 @@ from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..mechanism import check_epsilon, guarantee, start, total_is_public
 from ..noise import SHARE_SLACK, RandomSource, discrete_laplace, noise_scale, noise_scales
-from ..queries import RangeQuery, Workload
+from ..queries import RangeQuery, Workload, workload_bounds
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta, StateField
 from .hatplan import (
@@ -346,17 +346,7 @@ def hat_tree(
     dom = hist.domain
     n = _check_domain(dom)
     delta = _delta(neighbours)
-    bounds = None
-    if workload is not None:
-        if isinstance(workload, np.ndarray):
-            bounds = np.asarray(workload, dtype=np.int64)
-        else:
-            wk = workload if isinstance(workload, Workload) else Workload(list(workload))
-            bounds = wk.bounds(dom)
-        if bounds.ndim != 3 or bounds.shape[1:] != (1, 2) or bounds.shape[0] == 0:
-            raise InvalidParameterError(
-                f"workload bounds must have shape (m, 1, 2) with m >= 1, got {bounds.shape}"
-            )
+    bounds = None if workload is None else workload_bounds(workload, dom)
     if strategy not in ("hats", "auto"):
         raise InvalidParameterError(f"strategy must be 'hats' or 'auto', got {strategy!r}")
     wl = None if bounds is None else (bounds[:, 0, 0], bounds[:, 0, 1])

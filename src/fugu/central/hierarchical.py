@@ -104,7 +104,7 @@ from ..noise import (
     noise_scale,
     noise_scales,
 )
-from ..queries import PrefixSums, RangeQuery, Workload
+from ..queries import PrefixSums, RangeQuery, workload_bounds
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Custom, Meta
 from . import treeplan
@@ -266,20 +266,8 @@ def _check_flat(domain: Domain, flat: Sequence[str] | None) -> set[str]:
     return set(names)
 
 
-def _workload_bounds(domain: Domain, workload: object) -> NDArray[np.int64] | None:
-    if workload is None:
-        return None
-    if isinstance(workload, np.ndarray):
-        b = np.asarray(workload, dtype=np.int64)
-        if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
-            raise InvalidParameterError(
-                f"workload bounds must have shape (m, {domain.ndim}, 2), got {b.shape}"
-            )
-        return b
-    w = workload if isinstance(workload, Workload) else Workload(list(workload))  # type: ignore[call-overload]
-    if len(w) == 0:
-        raise InvalidParameterError("the workload is empty; give at least one query or None")
-    return w.bounds(domain)
+def _workload_bounds(domain: Domain, workload: Any) -> NDArray[np.int64] | None:
+    return None if workload is None else workload_bounds(workload, domain)
 
 
 def _flat_factors(

@@ -32,7 +32,7 @@ from ..domain import Domain
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import check_neighbours
 from ..noise import discrete_laplace_variance
-from ..queries import RangeQuery, Workload
+from ..queries import RangeQuery, Workload, workload_bounds
 from .hattree import hat_tree_variance
 from .hierarchical import hierarchical_variance, plan_cube
 from .privelet import choose_plain, privelet_variance
@@ -45,22 +45,6 @@ MECHANISMS = ("laplace", "hierarchical", "hat-tree", "privelet", "privelet+")
 #: The hat tree is predicted for 1-D domains up to this many cells (its plan search takes
 #: seconds there and over a minute at 65,536 cells); ask for it by name above.
 HAT_TREE_AUTO_MAX = 16_384
-
-
-def _bounds(
-    domain: Domain, workload: Workload | Sequence[RangeQuery] | NDArray[np.int64]
-) -> NDArray[np.int64]:
-    if isinstance(workload, np.ndarray):
-        b = np.asarray(workload, dtype=np.int64)
-        if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
-            raise InvalidParameterError(
-                f"bounds must have shape (m, {domain.ndim}, 2), got {b.shape}"
-            )
-        return b
-    w = workload if isinstance(workload, Workload) else Workload(list(workload))
-    if len(w) == 0:
-        raise InvalidParameterError("the workload is empty; give at least one query")
-    return w.bounds(domain)
 
 
 def predict_errors(
@@ -84,7 +68,7 @@ def predict_errors(
     """
     eps = check_epsilon(epsilon)
     check_neighbours(neighbours)
-    b = _bounds(domain, workload)
+    b = workload_bounds(workload, domain)
     delta = 2 if neighbours == "replace" else 1
     out: dict[str, NDArray[np.float64]] = {}
     capped = mechanisms is None  # the default list predicts the hat tree up to the cap only
@@ -161,7 +145,7 @@ def recommend(
     best = min(rmse, key=lambda k: rmse[k])
     options: dict[str, dict[str, Any]] = {}
     if "hierarchical" in rmse:
-        b = _bounds(domain, workload)
+        b = workload_bounds(workload, domain)
         trees, _, dense = plan_cube(domain, workload=b, neighbours=neighbours)
         if dense is not None:
             options["hierarchical"] = {
