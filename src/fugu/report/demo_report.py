@@ -44,6 +44,28 @@ def pair_heatmaps(
     return panels, edges
 
 
+def pair_heatmap_figure(
+    releases: dict[str, Any],
+    truth_counts: np.ndarray | None,
+    domain: Any,
+    axes: tuple[int, int],
+    bins: tuple[int, int],
+    subtitle: str,
+) -> Any:
+    """The :func:`pair_heatmaps` panels side by side, ticked with the attributes' value labels
+    and titled 'Heatmap of A x B: ``subtitle``'."""
+    panels, edges = pair_heatmaps(releases, truth_counts, domain, axes, bins=bins)
+    a0, a1 = domain.attributes[axes[0]], domain.attributes[axes[1]]
+    return heatmap_pair_figure(
+        panels,
+        a0.name,
+        a1.name,
+        f"Heatmap of {a0.name} x {a1.name}: {subtitle}",
+        xticks=_edge_labels(a0, edges[0]),
+        yticks=_edge_labels(a1, edges[1]),
+    )
+
+
 def _edge_labels(attr: Any, edges: np.ndarray) -> list[str]:
     labels = getattr(attr, "labels", None)
     if callable(labels):
@@ -141,18 +163,10 @@ def _central_section(
             best = min(result.rows, key=lambda r: r["rmse"])["mechanism"]
             shown = {n: releases[n] for n in dict.fromkeys([best, "laplace"]) if n in releases}
             axes = (0, _widest_other(dom, 0))
-            panels, edges = pair_heatmaps(shown, hist.counts, dom, axes, bins=(20, 16))
             a0, a1 = dom.attributes[axes[0]], dom.attributes[axes[1]]
             rep.add_figure(
                 f"Heatmap: {a0.name} x {a1.name}",
-                heatmap_pair_figure(
-                    panels,
-                    a0.name,
-                    a1.name,
-                    f"Heatmap of {a0.name} x {a1.name}: true vs released",
-                    xticks=_edge_labels(a0, edges[0]),
-                    yticks=_edge_labels(a1, edges[1]),
-                ),
+                pair_heatmap_figure(shown, hist.counts, dom, axes, (20, 16), "true vs released"),
                 "Counts summed over the other attributes; same colour scale in every panel.",
             )
     guarantees = "\n\n".join(f"[{n}]\n{r.guarantee.describe()}" for n, r in releases.items())
@@ -192,17 +206,16 @@ def _ldp_section(rep: Report, part: dict[str, Any], s: dict[str, Any], epsilon: 
     )
     dom = part["domain"]
     shown = {f"{n.upper()} (released)": rels[n] for n in ("hdg", "msw") if n in rels}
-    panels, edges = pair_heatmaps(shown, part["hist"].counts, dom, (0, 1), bins=(24, 20))
     a0, a1 = dom.attributes[0], dom.attributes[1]
     rep.add_figure(
         f"Heatmap: {a0.name} x {a1.name} under local DP",
-        heatmap_pair_figure(
-            panels,
-            a0.name,
-            a1.name,
-            f"Heatmap of {a0.name} x {a1.name}: true vs estimated (epsilon = {epsilon:g})",
-            xticks=_edge_labels(a0, edges[0]),
-            yticks=_edge_labels(a1, edges[1]),
+        pair_heatmap_figure(
+            shown,
+            part["hist"].counts,
+            dom,
+            (0, 1),
+            (24, 20),
+            f"true vs estimated (epsilon = {epsilon:g})",
         ),
         "HDG keeps the joint shape; MSW multiplies one-dimensional estimates and loses it.",
     )

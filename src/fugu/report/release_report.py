@@ -23,12 +23,11 @@ import numpy as np
 
 from ..queries import mae, random_workload, rmse
 from . import Report
-from .demo_report import _edge_labels, pair_heatmaps
+from .demo_report import pair_heatmap_figure
 from .plain import plain_text
 from .plots import (
     error_vs_epsilon_figure,
     expected_error_figure,
-    heatmap_pair_figure,
     residual_figure,
 )
 
@@ -192,19 +191,11 @@ def write_release_report(
             sizes = [a.size for a in dom.attributes]
             order = sorted(range(dom.ndim), key=lambda i: -sizes[i])
             axes = (min(order[:2]), max(order[:2]))
-            panels, edges = pair_heatmaps(
-                {f"{label} (released)": rel}, true_counts, dom, axes, bins=(24, 24)
-            )
             a0, a1 = dom.attributes[axes[0]], dom.attributes[axes[1]]
             rep.add_figure(
                 f"{label}: heatmap {a0.name} x {a1.name}",
-                heatmap_pair_figure(
-                    panels,
-                    a0.name,
-                    a1.name,
-                    f"Heatmap of {a0.name} x {a1.name}: {label}",
-                    xticks=_edge_labels(a0, edges[0]),
-                    yticks=_edge_labels(a1, edges[1]),
+                pair_heatmap_figure(
+                    {f"{label} (released)": rel}, true_counts, dom, axes, (24, 24), label
                 ),
                 "Counts summed over the other attributes.",
             )
