@@ -498,3 +498,25 @@ def test_kmeans_points_with_sql_are_refused_before_the_charge() -> None:
     with pytest.raises(fugu.InvalidParameterError, match="sql="):
         est.fit(np.arange(10).reshape(-1, 1), sql="SELECT 7 AS x")
     assert acc.spent == 0
+
+
+@pytest.mark.parametrize("opts", [{"threads": 2}, {"master": "local"}])
+def test_kmeans_engine_options_are_checked_before_the_charge(opts: dict[str, Any]) -> None:
+    """In-memory points meet the engine only in the iterations: KMeans.fit(X, threads=2) on
+    the numpy engine raised 'the numpy engine takes no options ['threads']' with the
+    accountant charged. Now the options are tried first, nothing charged; valid ones run."""
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 99)])
+    X = np.random.default_rng(0).integers(0, 100, (200, 1))
+    acc = fugu.Accountant(10.0)
+    est = KMeans(2, 1.0, domain=dom, accountant=acc, rng=fugu.RandomSource(seed=1))
+    with pytest.raises(fugu.InvalidParameterError, match="takes no options"):
+        est.fit(X, **opts)
+    assert acc.spent == 0
+    pytest.importorskip("duckdb")
+    ok = KMeans(2, 1.0, domain=dom, rng=fugu.RandomSource(seed=1)).fit(
+        X, engine="duckdb", threads=1
+    )
+    ref = KMeans(2, 1.0, domain=dom, rng=fugu.RandomSource(seed=1)).fit(X)
+    assert np.array_equal(ok.cluster_centers_, ref.cluster_centers_)

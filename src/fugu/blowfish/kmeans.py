@@ -686,6 +686,17 @@ class KMeans:
             points, codes = self._points(X, grid)
             n = points.shape[0]
             data: Any = {a: np.ascontiguousarray(codes[:, j]) for j, a in enumerate(grid.names)}
+            if engine_options or eng != "numpy":
+                # the engine and its options are first used by the iterations, after the charge:
+                # one pass now refuses an option the engine does not take ('the numpy engine
+                # takes no options [threads]' came with the budget spent)
+                partial_sums_checked(
+                    data,
+                    _PointCount(grid, bool(self.clip), encoded=True),
+                    grid,
+                    eng,
+                    engine_options,
+                )
         else:
             data = X
             counted = partial_sums_checked(

@@ -175,9 +175,10 @@ class _PointCount:
 
     grid: KMeansGrid
     clip: bool
+    encoded: bool = False
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, NDArray[np.int64]]:
-        codes = _batch_codes(batch, self.grid, False, self.clip)
+        codes = _batch_codes(batch, self.grid, self.encoded, self.clip)
         return {"n": np.array([codes[0].size], dtype=np.int64)}
 
 
