@@ -26,7 +26,7 @@ Example
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,28 +104,19 @@ class KMeansExperiment:
 
     def table(self, stat: str = "mean") -> str:
         """Text table: one row per ε, one column per policy (``stat`` = mean|median|q25|q75)."""
-        pols = self.policies
-        head = ["eps"] + pols
-        lines = [head]
-        for e in self.epsilons:
-            lines.append([f"{e:g}"] + [_fmt(getattr(self.row(p, e), stat)) for p in pols])
-        widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
-        out = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
-        out.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(out)
+        return self._text_table(lambda r: _fmt(getattr(r, stat)))
 
     def quartile_table(self) -> str:
         """Like :meth:`table` with ``mean [q25, q75]`` in every cell."""
+        return self._text_table(lambda r: f"{_fmt(r.mean)} [{_fmt(r.q25)}, {_fmt(r.q75)}]")
+
+    def _text_table(self, cell: Callable[[RatioRow], str]) -> str:
+        """One row per ε, one column per policy, ``cell(row)`` in each, right-aligned."""
         pols = self.policies
-        head = ["eps"] + pols
-        lines = [head]
+        lines = [["eps"] + pols]
         for e in self.epsilons:
-            cells = []
-            for p in pols:
-                r = self.row(p, e)
-                cells.append(f"{_fmt(r.mean)} [{_fmt(r.q25)}, {_fmt(r.q75)}]")
-            lines.append([f"{e:g}"] + cells)
-        widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+            lines.append([f"{e:g}"] + [cell(self.row(p, e)) for p in pols])
+        widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
         out = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
         out.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(out)
