@@ -520,3 +520,22 @@ def test_kmeans_engine_options_are_checked_before_the_charge(opts: dict[str, Any
     )
     ref = KMeans(2, 1.0, domain=dom, rng=fugu.RandomSource(seed=1)).fit(X)
     assert np.array_equal(ok.cluster_centers_, ref.cluster_centers_)
+
+
+@pytest.mark.parametrize(
+    "init", ["bogus", np.zeros((3, 1)), np.array([[np.nan], [1.0]]), [["a"], ["b"]]]
+)
+def test_kmeans_init_is_checked_before_the_charge(init: Any) -> None:
+    """init was checked where it was used, after the accountant was charged: init='bogus', a
+    (3, 1) array for k = 2 or a NaN centre raised InvalidParameterError with ε spent (text
+    centres: a bare ValueError). Now refused before, nothing charged."""
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 99)])
+    X = np.random.default_rng(0).integers(0, 100, (200, 1))
+    acc = fugu.Accountant(10.0)
+    with pytest.raises(fugu.InvalidParameterError, match="init must be"):
+        KMeans(2, 1.0, domain=dom, init=init, accountant=acc).fit(X)
+    assert acc.spent == 0
+    ok = KMeans(2, 1.0, domain=dom, init=[[-5.0], [50.0]], rng=fugu.RandomSource(seed=1))
+    assert ok.fit(X).cluster_centers_.shape == (2, 1)

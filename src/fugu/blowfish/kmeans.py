@@ -611,7 +611,9 @@ class KMeans:
             )
         return k, iters, weights, frac, plan, init_share
 
-    def _init_centers(self, grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
+    def _check_init(self, grid: KMeansGrid, k: int) -> NDArray[np.float64] | None:
+        """The user's start, checked before anything is charged (it was checked when used,
+        after the charge): None for a named start, else the centres clipped into the box."""
         if isinstance(self.init, str):
             if self.init not in ("auto", "spread", "random"):
                 raise InvalidParameterError(
@@ -620,13 +622,23 @@ class KMeans:
                     f"domain) — the last two data-independent — or a (k, d) array of public "
                     f"centres, got {self.init!r}"
                 )
-            return random_init(grid, k, rng) if self.init == "random" else spread_init(grid, k, rng)
-        c = np.asarray(self.init, dtype=np.float64)
+            return None
+        try:
+            c = np.asarray(self.init, dtype=np.float64)
+        except (TypeError, ValueError):
+            c = np.full((0,), np.nan)
         if c.shape != (k, grid.dim) or not np.all(np.isfinite(c)):
             raise InvalidParameterError(
-                f"init must be a finite array of shape ({k}, {grid.dim}), got {c.shape}"
+                f"init must be a finite array of shape ({k}, {grid.dim}) (public centres), got "
+                f"shape {c.shape}" + ("" if np.all(np.isfinite(c)) else " with NaN or inf")
             )
         return np.clip(c, grid.low, grid.high)
+
+    def _init_centers(self, grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
+        c = self._check_init(grid, k)
+        if c is not None:
+            return c
+        return random_init(grid, k, rng) if self.init == "random" else spread_init(grid, k, rng)
 
     # -- fitting ----------------------------------------------------------------------------
     def fit(
@@ -707,6 +719,7 @@ class KMeans:
         k, iters, weights, frac, su, init_share = self._check(
             n, grid, eps, s_size, s_sum, n_public, graph
         )
+        self._check_init(grid, k)
         eps_init = eps * init_share
         eps_lloyd = eps - eps_init
         total_w = sum(weights) if weights else 1.0
