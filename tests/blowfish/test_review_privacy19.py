@@ -406,8 +406,8 @@ def test_ordered_flags_must_be_booleans() -> None:
 def test_oh_eps_split_and_a_query_mapping_are_read_or_named() -> None:
     """ordered_hierarchical(..., eps_split='0.5') raised "'<' not supported between instances
     of 'int' and 'str'"; laplace(..., query={'a': (1, 3)}) raised "float() argument must be a
-    string or a real number, not 'dict'". eps_split is refused by name; a mapping is the
-    conditions of one range query (as RangeQuery and expected_error take them)."""
+    string or a real number, not 'dict'". eps_split is refused by name; a mapping is refused
+    with the two objects it could mean ({'a': 10}: the count of a = 10, or bins of 10)."""
     from fugu.blowfish import ordered_hierarchical
 
     dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
@@ -415,9 +415,10 @@ def test_oh_eps_split_and_a_query_mapping_are_read_or_named() -> None:
     for bad in ("0.5", True, float("nan")):
         with pytest.raises(fugu.InvalidParameterError, match="eps_split"):
             ordered_hierarchical(hist, 1.0, Policy.line(dom), eps_split=bad)
-    rel = laplace(hist, 1.0, Policy.line(dom), query={"a": (1, 3)}, rng=fugu.RandomSource(0))
-    assert rel.guarantee.sensitivity == 1.0 and rel.values.shape == (1,)
-    assert sensitivity({"a": (1, 3)}, Policy.full(dom)) == 1.0
+    with pytest.raises(fugu.InvalidParameterError, match=r"RangeQuery\(\{'a': 10\}\)"):
+        laplace(hist, 1.0, Policy.line(dom), query={"a": 10})
+    with pytest.raises(fugu.InvalidParameterError, match="Coarsening"):
+        sensitivity({"a": (1, 3)}, Policy.full(dom))
 
 
 def test_a_policy_string_gets_the_fix() -> None:

@@ -314,9 +314,13 @@ def query_matrix(query: QueryLike, domain: Domain) -> NDArray[np.float64]:
 
 def _normalise(query: QueryLike) -> QueryLike:
     if isinstance(query, Mapping):
-        # the conditions of one range query, as RangeQuery takes them ({"age": (20, 29)});
-        # float() of the mapping raised a bare TypeError
-        return RangeQuery(dict(query))
+        # float() of the mapping raised a bare TypeError; {"age": 10} could be the count of age
+        # 10 or a coarsening by 10, so say which object to pass rather than guess
+        raise InvalidParameterError(
+            f"query={dict(query)!r}: a mapping is ambiguous; pass RangeQuery({dict(query)!r}) "
+            f"for one range count, or Coarsening({dict(query)!r}) for the histogram of coarser "
+            f"bins"
+        )
     if isinstance(query, str):
         key = query.strip().lower()
         if key in ("histogram", "hist", "h"):
