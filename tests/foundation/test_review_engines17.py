@@ -393,3 +393,17 @@ def test_a_late_value_of_another_type_is_explained(tmp_path: Path) -> None:
         fugu.Histogram.from_file(path, dom, engine="numpy")
     msg = str(err.value)
     assert "empty line" not in msg and "first 16 MiB" in msg and "'a'" in msg, msg
+
+
+# -- 12. a column named like the DuckDB engine's own count column -------------------------------
+def test_a_column_named_like_the_duckdb_count_column_is_counted() -> None:
+    """The grouped DuckDB query named its row count __n: an attribute called __n raised
+    pyarrow's KeyError ('Field "__n" exists 2 times in schema') where numpy counts it."""
+    from fugu.engines import DomainKey, histogram_counts, partial_counts
+
+    dom = fugu.Domain([fugu.Ordinal("__n", 0, 4), fugu.Ordinal("___n", 0, 1)])
+    data = {"__n": np.array([1, 1, 1, 4, 4]), "___n": np.array([0, 1, 0, 1, 0])}
+    want = histogram_counts(data, dom).tolist()
+    assert histogram_counts(data, dom, engine="duckdb").tolist() == want
+    got = partial_counts(data, DomainKey(dom), dom.size, engine="duckdb", group=True)
+    assert got.tolist() == want

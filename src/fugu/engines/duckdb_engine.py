@@ -458,6 +458,20 @@ def iter_arrow_batches(
         con.close()
 
 
+def count_column(names: Sequence[str]) -> str:
+    """The name of the row-count column of :func:`grouped_batches`: ``__n``, with more leading
+    underscores while a column read has that name (DuckDB matches names ignoring case).
+
+    >>> count_column(["age"]), count_column(["__n", "___N"])
+    ('__n', '____n')
+    """
+    taken = {n.lower() for n in names}
+    name = "__n"
+    while name in taken:
+        name = "_" + name
+    return name
+
+
 def grouped_batches(
     data: Any,
     names: Sequence[str],
@@ -468,13 +482,17 @@ def grouped_batches(
     exprs: Sequence[str] | None = None,
     text_columns: Sequence[str] = (),
 ) -> Iterator[dict[str, Any]]:
-    """One batch of the distinct combinations of ``names`` with their row counts in ``__n``."""
+    """One batch of the distinct combinations of ``names`` with their row counts in the column
+    :func:`count_column` ``(names)`` (``__n`` unless a column read has that name)."""
+    counted = count_column(names)
     con = _Connection(data, sql, threads, progress, text_columns=text_columns)
     try:
         con.check(names)
         groups = exprs or [_quote(n) for n in names]
         sel = ", ".join(f"{e} AS {_quote(n)}" for e, n in zip(groups, names, strict=True))
-        table = con.table(f"SELECT {sel}, count(*) AS __n FROM {con.src} GROUP BY ALL")
+        table = con.table(
+            f"SELECT {sel}, count(*) AS {_quote(counted)} FROM {con.src} GROUP BY ALL"
+        )
     finally:
         con.close()
     if table.num_rows == 0:
@@ -487,7 +505,7 @@ def grouped_batches(
             if col.null_count
             else np.asarray(col.to_numpy(zero_copy_only=False))
         )
-    out["__n"] = np.asarray(table.column("__n").to_numpy(), dtype=np.int64)
+    out[counted] = np.asarray(table.column(counted).to_numpy(), dtype=np.int64)
     yield out
 
 
@@ -499,7 +517,7 @@ def grouped_counts(
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Distinct combinations of ``names`` and their row counts, computed inside DuckDB."""
     for batch in grouped_batches(path, names, sql=sql, threads=threads):
-        n = batch.pop("__n")
+        n = batch.pop(count_column(names))
         return batch, n
     return {k: np.zeros(0) for k in names}, np.zeros(0, dtype=np.int64)
 
@@ -527,7 +545,7 @@ def histogram(
         exprs=exprs,
         text_columns=nominal_names(domain),
     ):
-        n = batch.pop("__n")
+        n = batch.pop(count_column(names))
         return encode_grouped(domain, batch, n, out_of_domain)
     raise EmptyDataError(
         f"{data if isinstance(data, str | Path) else 'the input'} has no rows; "

@@ -307,9 +307,9 @@ def partial_counts(
             **engine_options,
         )
     if group and (engine == "duckdb" or sql is not None):
-        from .duckdb_engine import grouped_batches
+        from .duckdb_engine import count_column, grouped_batches
 
-        fn = _CountPartial(key, size, wcols, count_column="__n", single=single)
+        fn = _CountPartial(key, size, wcols, count_column=count_column(read), single=single)
         total: Partial | None = None
         for batch in grouped_batches(data, read, sql=sql, text_columns=text, **engine_options):
             total = add_partials(total, fn(batch))
