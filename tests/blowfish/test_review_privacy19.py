@@ -540,3 +540,14 @@ def test_kmeans_init_is_checked_before_the_charge(init: Any) -> None:
     assert acc.spent == 0
     ok = KMeans(2, 1.0, domain=dom, init=[[-5.0], [50.0]], rng=fugu.RandomSource(seed=1))
     assert ok.fit(X).cluster_centers_.shape == (2, 1)
+
+
+@pytest.mark.parametrize("query", [fugu.Workload([]), np.zeros((0, 10))])
+def test_laplace_refuses_a_query_with_no_outputs(query: Any) -> None:
+    """An empty workload or a 0-row matrix released an empty vector and charged ε."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    hist = fugu.Histogram.from_records({"a": [1, 2, 9]}, dom)
+    acc = fugu.Accountant(blowfish_budget(10.0, Policy.line(dom)))
+    with pytest.raises(fugu.InvalidParameterError, match="no outputs"):
+        laplace(hist, 1.0, Policy.line(dom), query=query, accountant=acc)
+    assert acc.spent == 0

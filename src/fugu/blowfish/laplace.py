@@ -152,6 +152,12 @@ def laplace(
         w = query_matrix(q, hist.domain) if not _is_dense_matrix(q) else np.asarray(q, np.float64)
         if w.ndim == 1:
             w = w[None, :]
+        if w.shape[0] == 0:
+            # an empty workload or a 0-row matrix released nothing and spent epsilon
+            raise InvalidParameterError(
+                "query has no outputs (an empty workload or a matrix with 0 rows): there is "
+                "nothing to release; give at least one query"
+            )
         integer = bool(np.all(w == np.rint(w)))
     grid_m = None if integer else int(w.shape[0]) if w is not None else None
     check_noise_epsilon(
