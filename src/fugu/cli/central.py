@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import click
@@ -79,29 +80,22 @@ def _hat_tree(
 
 
 def _privelet(
-    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
+    hist: Any,
+    epsilon: float,
+    options: dict[str, Any],
+    rng: Any,
+    accountant: Any = None,
+    *,
+    plain_default: str | None = None,
 ) -> Any:
+    """Privelet with ``--plain`` defaulting to ``plain_default`` (None: every attribute is
+    transformed; 'auto': Privelet+)."""
     from ..central import privelet
 
     return privelet(
         hist,
         epsilon,
-        plain=options.get("plain"),
-        neighbours=options.get("neighbours", "replace"),
-        rng=rng,
-        accountant=accountant,
-    )
-
-
-def _privelet_plus(
-    hist: Any, epsilon: float, options: dict[str, Any], rng: Any, accountant: Any = None
-) -> Any:
-    from ..central import privelet
-
-    return privelet(
-        hist,
-        epsilon,
-        plain=options.get("plain", "auto"),
+        plain=options.get("plain", plain_default),
         neighbours=options.get("neighbours", "replace"),
         rng=rng,
         accountant=accountant,
@@ -142,7 +136,7 @@ register_mechanism(
 register_mechanism(
     MechanismEntry(
         "privelet+",
-        _privelet_plus,
+        partial(_privelet, plain_default="auto"),
         "central-dp",
         "Privelet+: wavelets except on small attributes (--plain auto|names)",
         demo_options={"plain": "auto"},
