@@ -407,3 +407,17 @@ def test_a_column_named_like_the_duckdb_count_column_is_counted() -> None:
     assert histogram_counts(data, dom, engine="duckdb").tolist() == want
     got = partial_counts(data, DomainKey(dom), dom.size, engine="duckdb", group=True)
     assert got.tolist() == want
+
+
+def test_duckdb_says_why_it_cannot_read_a_file_of_quoted_line_breaks(tmp_path: Path) -> None:
+    """DuckDB's parallel reader gives up on a large file whose quoted values hold line breaks;
+    the error said 'Not implemented Error: ...; fix the file', though the file is valid (the
+    numpy engine, the default for CSV, reads it)."""
+    path = tmp_path / "quoted.csv"
+    with open(path, "w", newline="") as f:
+        f.write("b\n")
+        f.write('"a\nb"\n' * 3_000_000)
+    with pytest.raises(fugu.FileFormatError) as err:
+        fugu.Histogram.from_file(path, LABELS, engine="duckdb")
+    msg = str(err.value)
+    assert "engine='numpy'" in msg and "fix the file" not in msg and "\n" not in msg, msg

@@ -322,6 +322,12 @@ class _Connection:
         if fields:
             n = int(fields.group(2))
             reason = f"{where} has {n} field{'s' if n != 1 else ''}, the header {fields.group(1)}"
+        elif "parallel csv reader" in text.lower():
+            return FileFormatError(
+                f"cannot read {str(self.data)!r} with DuckDB: its parallel CSV reader cannot "
+                "read this file (quoted values that hold line breaks); read it with "
+                "engine='numpy' (the default for CSV) or engine='spark'"
+            )
         elif "unterminated quote" in text:
             reason = f"{where} opens a quote that is never closed"
         elif "not utf-8 encoded" in text.lower() or "invalid unicode" in text.lower():
