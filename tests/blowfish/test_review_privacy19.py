@@ -377,7 +377,11 @@ def test_cli_sensitivity_refuses_an_attribute_named_twice_in_a_box() -> None:
     from fugu.cli import _load_models, cli
 
     _load_models()
-    for opt in (["-c", "count:age=2..3&age=5..5"], ["-q", "age=1..3&age=5..6"]):
+    for opt in (
+        ["-c", "count:age=2..3&age=5..5"],
+        ["-q", "age=1..3&age=5..6"],
+        ["-q", "coarsening:age=2,age=5"],
+    ):
         res = CliRunner().invoke(cli, ["sensitivity", "-a", "age:0..9", "-p", "line", *opt])
         said = res.output + str(res.exception)
         assert res.exit_code != 0 and "'age' is given twice" in said, said

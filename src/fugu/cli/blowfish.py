@@ -138,6 +138,10 @@ def _query(spec: str, dom: Any) -> Any:
         spec_map: dict[str, Any] = {}
         for item in s.split(":", 1)[1].split(","):
             k, _, v = item.partition("=")
+            if k.strip() in spec_map:
+                raise InvalidParameterError(
+                    f"--query {spec!r}: {k.strip()!r} is given twice; give one width per attribute"
+                )
             spec_map[k.strip()] = int(v) if v.strip().isdigit() else v.strip()
         return Coarsening(spec_map)
     if s.startswith("random:"):  # random:N[:K1-K2], as fugu recommend's --workload
