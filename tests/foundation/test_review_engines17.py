@@ -421,3 +421,23 @@ def test_duckdb_says_why_it_cannot_read_a_file_of_quoted_line_breaks(tmp_path: P
         fugu.Histogram.from_file(path, LABELS, engine="duckdb")
     msg = str(err.value)
     assert "engine='numpy'" in msg and "fix the file" not in msg and "\n" not in msg, msg
+
+
+# -- 13. DuckDB trims the names of a CSV header -------------------------------------------------
+def test_duckdb_reads_the_column_written_with_the_name(tmp_path: Path) -> None:
+    """DuckDB trims spaces around header names: in ' age,age' it read the first column for
+    'age' (counts 1, 1, 4) where the numpy engine reads the second (3, 3, 0); and a lone ' age'
+    was read for 'age' where the numpy engine finds no column 'age'. DuckDB now refuses both
+    (the name written is not the name asked for)."""
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
+    path = tmp_path / "trimmed.csv"
+    path.write_text(" age,age\n1,3\n1,3\n4,0\n")
+    assert fugu.Histogram.from_file(path, dom, engine="numpy").counts.tolist() == [1, 0, 0, 2, 0]
+    with pytest.raises(fugu.DomainError, match="' age'"):
+        fugu.Histogram.from_file(path, dom, engine="duckdb")
+    path.write_text(" age,b\n1,3\n")
+    for engine in ("numpy", "duckdb"):
+        with pytest.raises(fugu.DomainError, match="lacks the column"):
+            fugu.Histogram.from_file(path, dom, engine=engine)
+    path.write_text("age,b\n1,3\n")  # written as asked: read
+    assert fugu.Histogram.from_file(path, dom, engine="duckdb").counts.tolist() == [0, 1, 0, 0, 0]

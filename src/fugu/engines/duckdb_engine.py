@@ -232,6 +232,8 @@ class _Connection:
                             f" of {raw[:20]}), so it would read that column for {n!r}; rename "
                             "the repeated columns in the input"
                         )
+        if self.src.startswith("read_csv("):
+            cols = self._written_names(names, cols)
         missing = [n for n in names if n not in cols]
         if missing:
             raise DomainError(
@@ -243,6 +245,28 @@ class _Connection:
             double = self._fractional([n for n in names if n not in text])
             if text or double:
                 self.src = source_sql(self.data, None, text, double)
+
+    def _written_names(self, names: Sequence[str], cols: list[str]) -> list[str]:
+        """A CSV's column names as written in its header, where DuckDB's differ.
+
+        DuckDB trims spaces around header names: in ``' age,age'`` it called the first column
+        ``age`` (and the second ``age_1``), so ``age`` read the column written `` age`` while
+        the numpy engine reads the one written ``age``; a lone `` age`` was read for ``age``
+        where the numpy engine finds no such column. A name read must be the name written at
+        its place: a column DuckDB names otherwise is refused."""
+        raw = self.source_columns()
+        if len(raw) != len(cols):  # pragma: no cover - one header, read twice
+            return cols
+        for n in names:
+            i = cols.index(n) if n in cols else -1
+            if i >= 0 and raw[i] != n and n in raw:
+                raise DomainError(
+                    f"{str(self.data)!r}: DuckDB reads column {i + 1} (written {raw[i]!r}) for "
+                    f"{n!r}, not the column written {n!r} (it trims spaces around header names);"
+                    " rename the columns in the header"
+                )
+        # the names as written where DuckDB trimmed them (its renamed repeats kept: see check)
+        return [r if r != c and r.strip() == c else c for c, r in zip(cols, raw, strict=True)]
 
     def _fractional(self, names: Sequence[str]) -> list[str]:
         """The columns among ``names`` that DuckDB's sniffer typed as integers from its sample
