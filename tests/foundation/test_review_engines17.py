@@ -441,3 +441,28 @@ def test_duckdb_reads_the_column_written_with_the_name(tmp_path: Path) -> None:
             fugu.Histogram.from_file(path, dom, engine=engine)
     path.write_text("age,b\n1,3\n")  # written as asked: read
     assert fugu.Histogram.from_file(path, dom, engine="duckdb").counts.tolist() == [0, 1, 0, 0, 0]
+
+
+# -- 14. a CSV that is not UTF-8 ----------------------------------------------------------------
+def _latin1_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("b\ncaf\u00e9\ncaf\u00e8\nx\n".encode("latin-1"))
+    return path
+
+
+def test_numpy_engine_says_a_csv_is_not_utf8(tmp_path: Path) -> None:
+    path = _latin1_csv(tmp_path)
+    dom = fugu.Domain([fugu.Nominal("b", ["caf\u00e9", "x"])])
+    with pytest.raises(fugu.FileFormatError) as err:
+        fugu.Histogram.from_file(path, dom, engine="numpy")
+    assert "not UTF-8" in str(err.value) and "type" not in str(err.value), str(err.value)
+
+
+def test_spark_refuses_a_csv_that_is_not_utf8(spark: Any, tmp_path: Path) -> None:
+    """Spark decodes invalid UTF-8 as U+FFFD: 'café' and 'cafè' written in Latin-1 both became
+    'caf\ufffd', two values counted as one (or, with out_of_domain='drop', both dropped
+    silently) where the numpy and DuckDB engines refuse the file."""
+    path = _latin1_csv(tmp_path)
+    dom = fugu.Domain([fugu.Nominal("b", ["caf\u00e9", "x", "caf\ufffd"])])
+    with pytest.raises(fugu.FileFormatError, match="not UTF-8"):
+        fugu.Histogram.from_file(path, dom, engine="spark", spark=spark, out_of_domain="drop")

@@ -160,6 +160,11 @@ def csv_errors(path: str | Path, columns: Sequence[str] = ()) -> Iterator[None]:
     except pa.ArrowInvalid as exc:
         text = str(exc)
         column = re.search(r"In CSV column #(\d+): CSV conversion error", text)
+        if "invalid utf8" in text.lower() or "invalid utf-8" in text.lower():
+            raise FileFormatError(
+                f"cannot read {str(path)!r} as CSV: it is not UTF-8 text ({text}); convert the "
+                "file to UTF-8"
+            ) from None
         if column:
             i = int(column.group(1))
             name = repr(columns[i]) if i < len(columns) else f"#{i + 1}"

@@ -134,7 +134,11 @@ def _scan_lines(spark: Any, path: str) -> bool:
     value (RFC 4180 allows one): the record ``"a<LF>b"`` became the records ``a`` and ``b"``,
     one record counted twice, in two cells (the other engines read one). A line with an odd
     number of quotes is where such a value starts or ends; then the file is read with
-    ``multiLine`` (one task per file, so only then). One extra scan of the text finds both.
+    ``multiLine`` (one task per file, so only then).
+
+    Spark's CSV reader decodes bytes that are not UTF-8 as U+FFFD, so 'café' and 'cafè' written
+    in Latin-1 were both counted as 'caf\ufffd' (the other engines refuse such a file): a line
+    that is not UTF-8 is refused. One extra scan of the text finds all three.
     """
     from pyspark.sql import functions as F
 
@@ -145,6 +149,7 @@ def _scan_lines(spark: Any, path: str) -> bool:
         .agg(
             F.max((F.trim(value) == "").cast("int")).alias("empty"),
             F.max((quotes % 2 == 1).cast("int")).alias("odd"),
+            F.max(_not_utf8(value).cast("int")).alias("replaced"),
         )
         .collect()[0]
     )
@@ -153,7 +158,22 @@ def _scan_lines(spark: Any, path: str) -> bool:
             f"cannot read {path!r} as CSV: it has an empty line, which is a record with missing "
             "values (fugu never skips records): remove it or fill in the values"
         )
+    if row["replaced"]:
+        raise FileFormatError(
+            f"cannot read {path!r} as CSV: it is not UTF-8 text (Spark reads bytes that are not "
+            "UTF-8 as U+FFFD, so different values become one); convert the file to UTF-8"
+        )
     return bool(row["odd"])
+
+
+def _not_utf8(value: Any) -> Any:
+    """A Spark column: whether a line of text is not valid UTF-8 (Spark 4's is_valid_utf8;
+    before it, whether the line holds U+FFFD, which the CSV reader would make of such bytes)."""
+    from pyspark.sql import functions as F
+
+    if hasattr(F, "is_valid_utf8"):
+        return ~F.is_valid_utf8(value)
+    return F.instr(value, "\ufffd") > 0  # pragma: no cover - pyspark < 4
 
 
 def _refuse_malformed_rows(df: Any, path: str) -> None:
