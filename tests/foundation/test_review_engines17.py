@@ -466,3 +466,13 @@ def test_spark_refuses_a_csv_that_is_not_utf8(spark: Any, tmp_path: Path) -> Non
     dom = fugu.Domain([fugu.Nominal("b", ["caf\u00e9", "x", "caf\ufffd"])])
     with pytest.raises(fugu.FileFormatError, match="not UTF-8"):
         fugu.Histogram.from_file(path, dom, engine="spark", spark=spark, out_of_domain="drop")
+
+
+# -- 15. a column named like the Spark engine's partition column ------------------------------
+def test_a_column_named_like_the_spark_partition_column_is_counted(spark: Any) -> None:
+    """When partitions were coalesced, withColumn('__fugu_partition', spark_partition_id())
+    replaced a column of that name: its values were counted as partition ids."""
+    dom = fugu.Domain([fugu.Ordinal("__fugu_partition", 0, 9)])
+    df = spark.createDataFrame([(7,)] * 40, ["__fugu_partition"]).repartition(4)
+    hist = fugu.Histogram.from_records(df, dom, engine="spark", method="arrow")
+    assert hist.counts.tolist() == [0] * 7 + [40, 0, 0]

@@ -456,7 +456,13 @@ def coalesce_to_tasks(df: Any) -> tuple[Any, str | None]:
         return df, None
     from pyspark.sql import functions as F
 
-    return df.withColumn(_PART_COLUMN, F.spark_partition_id()).coalesce(width), _PART_COLUMN
+    # a name no column has (ignoring case, as Spark does): withColumn replaces a column of that
+    # name, whose values were then counted as partition ids
+    taken = {c.lower() for c in df.columns}
+    name = _PART_COLUMN
+    while name.lower() in taken:
+        name = "_" + name
+    return df.withColumn(name, F.spark_partition_id()).coalesce(width), name
 
 
 def partial_sums(
