@@ -37,6 +37,11 @@ def check_neighbours(neighbours: str) -> str:
     return neighbours
 
 
+def histogram_sensitivity(neighbours: str) -> int:
+    """L1 sensitivity of a histogram: 2 for replace-one, 1 for add/remove-one."""
+    return 2 if check_neighbours(neighbours) == "replace" else 1
+
+
 def total_is_public(neighbours: str, hist: Histogram) -> bool:
     """Whether a histogram's total n may be used exactly (released without noise).
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # scipy is imported where it is used: `import fugu` stays lig
     import scipy.sparse as sp
 
 from ..errors import InvalidParameterError
-from ..mechanism import check_neighbours
+from ..mechanism import check_neighbours, histogram_sensitivity
 from ..noise import discrete_laplace_variance
 
 __all__ = ["HatPlan", "hat_matrix", "plan_hat_tree", "strides_for"]
@@ -553,7 +553,7 @@ def _exact_score(
     plan: HatPlan, lo: NDArray[np.int64], hi: NDArray[np.int64], neighbours: str
 ) -> float:
     """Mean exact variance (discrete Laplace, ε = 1) of the plan on the ranges [lo, hi)."""
-    delta = _delta(neighbours)
+    delta = histogram_sensitivity(neighbours)
     p = _measured(plan)
     sysm = _system_for(p, _level_variances(p, 1.0, delta))
     return float(np.mean(sysm.variance(lo, hi, delta == 2)))
@@ -678,10 +678,6 @@ def plan_hat_tree(
     if fanout is not None:
         return hats
     return _with_graded(hats, n, lo, hi, neighbours, False)
-
-
-def _delta(neighbours: str) -> int:
-    return 2 if check_neighbours(neighbours) == "replace" else 1
 
 
 def _level_variances(plan: HatPlan, eps: float, delta: int) -> list[float]:

@@ -84,14 +84,13 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_epsilon, guarantee, start, total_is_public
+from ..mechanism import check_epsilon, guarantee, histogram_sensitivity, start, total_is_public
 from ..noise import SHARE_SLACK, RandomSource, discrete_laplace, noise_scale, noise_scales
 from ..queries import RangeQuery, Workload, workload_bounds
 from ..release import CubeRelease, Guarantee
 from ..release_state import Array, Meta, StateField
 from .hatplan import (
     HatPlan,
-    _delta,
     _DenseSystem,
     _level_variances,
     _measured,
@@ -227,7 +226,7 @@ def hat_tree_variance(
     True
     """
     n = _check_domain(domain)
-    delta = _delta(neighbours)
+    delta = histogram_sensitivity(neighbours)
     b = np.asarray(bounds, dtype=np.int64)
     wl = (b[:, 0, 0], b[:, 0, 1]) if plan_for_queries else None
     plan = _measured(
@@ -345,7 +344,7 @@ def hat_tree(
     hist = require_histogram(hist)
     dom = hist.domain
     n = _check_domain(dom)
-    delta = _delta(neighbours)
+    delta = histogram_sensitivity(neighbours)
     bounds = None if workload is None else workload_bounds(workload, dom)
     if strategy not in ("hats", "auto"):
         raise InvalidParameterError(f"strategy must be 'hats' or 'auto', got {strategy!r}")

@@ -95,7 +95,7 @@ from ..inference.tree import (
     range_variance,
     tree_height,
 )
-from ..mechanism import check_neighbours, guarantee, start, total_is_public
+from ..mechanism import check_neighbours, guarantee, histogram_sensitivity, start, total_is_public
 from ..noise import (
     SHARE_SLACK,
     RandomSource,
@@ -668,10 +668,6 @@ def axis_trees(
     return plan_trees(domain, branching, budget, flat, workload=workload, neighbours=neighbours)[0]
 
 
-def _delta(neighbours: str) -> int:
-    return 2 if check_neighbours(neighbours) == "replace" else 1
-
-
 def _level_factors(
     trees: list[AxisTree], epsilon: float, delta: int
 ) -> tuple[float, list[NDArray[np.float64]], bool]:
@@ -794,7 +790,7 @@ def hierarchical_variance(
         neighbours=neighbours,
         strategy=strategy if consistency else "trees",
     )
-    delta = _delta(neighbours)
+    delta = histogram_sensitivity(neighbours)
     known = delta == 2 if total_known is None else bool(total_known)
     if dense is not None:
         eps = float(epsilon)
@@ -1259,7 +1255,7 @@ def hierarchical(
     """
     hist = require_histogram(hist)
     dom = hist.domain
-    delta = _delta(neighbours)
+    delta = histogram_sensitivity(neighbours)
     if not isinstance(consistency, bool) or not isinstance(nonnegative, bool):
         raise InvalidParameterError("consistency and nonnegative must be True or False")
     if nonnegative and not consistency:

@@ -16,16 +16,11 @@ import numpy as np
 
 from ..budget import Accountant
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_neighbours, guarantee, start
+from ..mechanism import guarantee, histogram_sensitivity, start
 from ..noise import RandomSource, discrete_laplace_variance, geometric_mechanism
 from ..release import CubeRelease
 
 __all__ = ["laplace", "histogram_sensitivity"]
-
-
-def histogram_sensitivity(neighbours: str) -> int:
-    """L1 sensitivity of a histogram: 2 for replace-one, 1 for add/remove-one."""
-    return 2 if check_neighbours(neighbours) == "replace" else 1
 
 
 def laplace(

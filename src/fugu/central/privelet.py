@@ -63,7 +63,13 @@ from ..budget import Accountant
 from ..domain import Domain
 from ..errors import DomainError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
-from ..mechanism import check_epsilon_range, check_neighbours, guarantee, start, total_is_public
+from ..mechanism import (
+    check_epsilon_range,
+    guarantee,
+    histogram_sensitivity,
+    start,
+    total_is_public,
+)
 from ..noise import (
     GRID_MAX_UNITS,
     MAX_SCALE,
@@ -152,10 +158,6 @@ def privelet_transforms(domain: Domain, plain: PlainSpec = "auto") -> list[AxisT
     return [transform_for(a, a.name in names) for a in domain.attributes]
 
 
-def _delta(neighbours: str) -> int:
-    return 2 if check_neighbours(neighbours) == "replace" else 1
-
-
 def public_base(
     transforms: list[AxisTransform], neighbours: str, total_public: bool = True
 ) -> bool:
@@ -164,7 +166,7 @@ def public_base(
     :func:`fugu.mechanism.total_is_public`)."""
     return (
         total_public
-        and _delta(neighbours) == 2
+        and histogram_sensitivity(neighbours) == 2
         and all(not isinstance(t, IdentityTransform) or t.n == 1 for t in transforms)
     )
 
@@ -176,7 +178,7 @@ def coefficient_sensitivity(
     rho = generalized_sensitivity(transforms)
     if public_base(transforms, neighbours, total_public):
         return 2.0 * (rho - 1.0)
-    return _delta(neighbours) * rho
+    return histogram_sensitivity(neighbours) * rho
 
 
 def sensitivity_from(
@@ -192,7 +194,7 @@ def sensitivity_from(
             f"2 rho), and the all-base coefficient, a fixed multiple of the public n, is "
             f"released exactly, so its weighted change (2) is not counted"
         )
-    if _delta(neighbours) == 2:
+    if histogram_sensitivity(neighbours) == 2:
         why = (
             "the histogram counts only some records: dropped outside the domain or selected by an "
             "SQL query, so n is private"
@@ -540,7 +542,7 @@ def privelet(
     """
     hist = require_histogram(hist)
     dom = hist.domain
-    delta = _delta(neighbours)
+    delta = histogram_sensitivity(neighbours)
     plain_names = _resolve_plain(dom, plain)
     transforms = [transform_for(a, a.name in plain_names) for a in dom.attributes]
     rho = generalized_sensitivity(transforms)

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from ..domain import Domain
 from ..errors import InvalidParameterError, check_epsilon
-from ..mechanism import check_neighbours
+from ..mechanism import histogram_sensitivity
 from ..noise import discrete_laplace_variance
 from ..queries import RangeQuery, Workload, workload_bounds
 from .hattree import hat_tree_variance
@@ -67,9 +67,8 @@ def predict_errors(
     larger ones).
     """
     eps = check_epsilon(epsilon)
-    check_neighbours(neighbours)
+    delta = histogram_sensitivity(neighbours)
     b = workload_bounds(workload, domain)
-    delta = 2 if neighbours == "replace" else 1
     out: dict[str, NDArray[np.float64]] = {}
     capped = mechanisms is None  # the default list predicts the hat tree up to the cap only
     for name in MECHANISMS if mechanisms is None else mechanisms:
