@@ -172,6 +172,7 @@ class Histogram:
                 f"or 'spark' (got {engine!r})"
             )
         domain.check_dense("a histogram")
+        _check_file_options(engine, engine_options)
         if engine == "spark":
             from .engines import spark as spark_engine
 
@@ -241,6 +242,35 @@ class Histogram:
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+#: The options each engine's file reader takes (Histogram.from_file's ``engine_options``).
+_FILE_OPTIONS = {
+    "numpy": ("batch_rows", "progress"),
+    "duckdb": ("threads", "progress"),
+    "spark": ("format", "spark", "master", "method", "num_partitions", "batch_rows", "progress"),
+}
+
+
+def _check_file_options(engine: str, options: dict[str, Any]) -> None:
+    """Refuse an option ``engine`` does not take, naming the options it does take (and the
+    argument of from_file a misspelt one was meant for)."""
+    allowed = _FILE_OPTIONS[engine]
+    unknown = [k for k in options if k not in allowed]
+    if not unknown:
+        return
+    import difflib
+
+    words = [*allowed, "out_of_domain", "engine", "sql"]
+    hints = [
+        f"{k!r} (did you mean {close[0]!r}?)" if close else repr(k)
+        for k in unknown
+        for close in [difflib.get_close_matches(k, words, n=1)]
+    ]
+    raise InvalidParameterError(
+        f"Histogram.from_file got the option(s) {', '.join(hints)}, which the {engine} engine "
+        f"does not take; its options are {list(allowed)}"
+    )
 
 
 def require_histogram(hist: Any, what: str = "hist") -> Histogram:

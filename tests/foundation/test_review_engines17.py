@@ -476,3 +476,22 @@ def test_a_column_named_like_the_spark_partition_column_is_counted(spark: Any) -
     df = spark.createDataFrame([(7,)] * 40, ["__fugu_partition"]).repartition(4)
     hist = fugu.Histogram.from_records(df, dom, engine="spark", method="arrow")
     assert hist.counts.tolist() == [0] * 7 + [40, 0, 0]
+
+
+# -- 16. an option the engine does not take ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("engine", "option"),
+    [("numpy", "threads"), ("duckdb", "batch_rows"), ("duckdb", "out_of_domian")],
+)
+def test_from_file_names_an_option_the_engine_does_not_take(
+    tmp_path: Path, engine: str, option: str
+) -> None:
+    """Python's TypeError ('histogram() got an unexpected keyword argument ...'), with neither
+    the engine's options nor, for a misspelling, the option meant."""
+    path = tmp_path / "a.csv"
+    path.write_text("a\n1\n")
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match=f"{option}.*{engine}") as err:
+        fugu.Histogram.from_file(path, dom, engine=engine, **{option: 2})
+    if option == "out_of_domian":
+        assert "out_of_domain" in str(err.value)
