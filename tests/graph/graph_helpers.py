@@ -14,6 +14,7 @@ from fugu.graph.lp import LPModel
 from fugu.graph.patterns import annotations_of, enumerate_pattern
 from fugu.graph.recursive import LN_DELTA_HAT_BELOW_THETA, LN_DELTA_HAT_MAX, find_j
 from fugu.noise import grid_laplace
+from fugu.testing import audit
 
 
 def node_annotations(
@@ -120,6 +121,22 @@ def vectorised(params: RecursiveParameters, broken: str | None = None):
         return np.stack([x + z, ln_dh], axis=1)
 
     return mech
+
+
+def audit_value_and_scale(mech, d1, d2, epsilon: float, n_runs: int) -> None:
+    """Audit a vectorised Recursive Mechanism's two outputs one at a time: the released value
+    (column 0) and the released ln Δ̂ (column 1); each must pass."""
+    for col in (0, 1):
+        res = audit(
+            mech,
+            d1,
+            d2,
+            epsilon,
+            n_runs=n_runs,
+            vectorised=True,
+            statistic=lambda o, c=col: o[:, c],
+        )
+        assert res.passed, str(res)
 
 
 def audit_pair(kind: str) -> tuple[nx.Graph, nx.Graph]:

@@ -13,6 +13,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from graph_helpers import book
 
 import fugu
 from fugu.errors import InvalidParameterError
@@ -300,15 +301,6 @@ def test_audit_kstar_fails_when_the_scale_is_too_small() -> None:
 
 
 DELTA = 1e-6
-
-
-def book(pages: int, spine: bool) -> nx.Graph:
-    G = nx.Graph()
-    for w in range(2, pages + 2):
-        G.add_edges_from([(0, w), (1, w)])
-    if spine:
-        G.add_edge(0, 1)
-    return G
 
 
 def ktriangle_mechanism(G: nx.Graph, rng: fugu.RandomSource, size: int, divide: float = 1.0):

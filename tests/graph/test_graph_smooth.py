@@ -13,6 +13,7 @@ import time
 import networkx as nx
 import numpy as np
 import pytest
+from graph_helpers import book
 
 import fugu
 from fugu.errors import InvalidParameterError, InvalidTypeError
@@ -236,15 +237,6 @@ def mechanism(G: nx.Graph, rng: fugu.RandomSource, size: int, divide: float = 1.
     low = _min_scale(alpha, beta) / divide
     draws = [grid_power_tail(count, scale / divide, GAMMA, rng, min_scale=low) for _ in range(size)]
     return np.array([value for value, _ in draws])
-
-
-def book(pages: int, with_spine: bool) -> nx.Graph:
-    G = nx.Graph()
-    for w in range(2, pages + 2):
-        G.add_edges_from([(0, w), (1, w)])
-    if with_spine:
-        G.add_edge(0, 1)
-    return G
 
 
 def dilation_pair() -> tuple[nx.Graph, nx.Graph]:
