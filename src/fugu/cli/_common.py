@@ -611,21 +611,26 @@ def release_text(rel: Any, path: Any, ledger: str | None, *, head: int = 20) -> 
     if path:
         lines.append(f"written to {path}")
     if not path or head_given():  # --head with --out: the saved release's first cells too
-        got = _cells(rel, head or None)
-        if got is None:
-            lines.append(f"released: {rel!r}")
-        else:
-            header, rows, n = got
-            lines.append("")
-            lines.append(table(rows, header))
-            if len(rows) < n:
-                lines.append(
-                    f"... {len(rows):,} of {n:,} cells shown: --head 0 shows all"
-                    + ("" if path else "; --out FILE.npz saves the release")
-                )
+        cells = cells_table(rel, head, saved=bool(path))
+        lines += [f"released: {rel!r}"] if cells is None else ["", cells]
     if ledger:
         lines.append(ledger_line(ledger))
     return "\n".join(lines)
+
+
+def cells_table(rel: Any, head: int, saved: bool) -> str | None:
+    """The first ``head`` released cells (0: all) as a table, then how to see the others
+    (``saved``: the release was written to a file); None when the release has no cells."""
+    got = _cells(rel, head or None)
+    if got is None:
+        return None
+    header, rows, n = got
+    text = table(rows, header)
+    if len(rows) < n:
+        text += f"\n... {len(rows):,} of {n:,} cells shown: --head 0 shows all" + (
+            "" if saved else "; --out FILE.npz saves the release"
+        )
+    return text
 
 
 def mechanism_list(names: list[str], width: int = 100) -> str:

@@ -16,6 +16,7 @@ import click
 import numpy as np
 
 from ._common import (
+    cells_table,
     check_option_keys,
     domain_options,
     emit,
@@ -609,19 +610,10 @@ def _estimates(rel: Any, limit: int | None) -> list[dict[str, Any]] | None:
 
 def _estimates_text(rel: Any, head: int = 20, saved: bool = False) -> str:
     """The released estimates (the first ``head``; ``saved``: the release was written)."""
-    from ._common import _cells
-
-    got = _cells(rel, head or None)
-    save = "" if saved else "; --out FILE.npz saves the release"
-    if got is None:
+    cells = cells_table(rel, head, saved)
+    if cells is None:
         return f"released: {rel!r}" + ("" if saved else " (use --out FILE.npz to save it)")
-    header, rows, n = got
-    more = (
-        f"\n... {len(rows):,} of {n:,} cells shown: --head 0 shows all{save}"
-        if len(rows) < n
-        else ""
-    )
-    return table(rows, header) + more
+    return cells
 
 
 def _exact_answers(codes: np.ndarray, bounds: np.ndarray) -> np.ndarray:
