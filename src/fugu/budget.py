@@ -547,11 +547,7 @@ class Accountant:
         strings, the model is known, and the entries do not spend more than the total.
         """
         p = Path(path)
-        if not p.exists():
-            raise LedgerError(
-                f"ledger {str(p)!r} does not exist; create it with "
-                f"'fugu ledger init {p} --total EPS'"
-            )
+        _require_ledger_file(p)
         try:
             text = p.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -797,6 +793,14 @@ def _refuse_forgetting(path: Path, ledger: Sequence[LedgerEntry]) -> None:
         )
 
 
+def _require_ledger_file(p: Path) -> None:
+    """LedgerError, saying how to create the ledger, when there is no file ``p``."""
+    if not p.exists():
+        raise LedgerError(
+            f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
+        )
+
+
 def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and rename."""
     data = text.encode("utf-8")
@@ -957,10 +961,7 @@ def ledger_file(
     p = Path(path)
     if model is not None and model not in MODELS:
         raise InvalidParameterError(f"model must be one of {list(MODELS)}, got {model!r}")
-    if not p.exists():
-        raise LedgerError(
-            f"ledger {str(p)!r} does not exist; create it with 'fugu ledger init {p} --total EPS'"
-        )
+    _require_ledger_file(p)
     text = _policy_text(policy)
     # resolved once: the file read and written is the one locked, even if the process changes
     # its working folder (a relative path) or the link is pointed elsewhere inside the block
