@@ -495,3 +495,22 @@ def test_from_file_names_an_option_the_engine_does_not_take(
         fugu.Histogram.from_file(path, dom, engine=engine, **{option: 2})
     if option == "out_of_domian":
         assert "out_of_domain" in str(err.value)
+
+
+# -- 17. a missing value is counted in rows on every engine --------------------------------------
+def test_grouped_engines_count_missing_values_in_rows(tmp_path: Path) -> None:
+    """DuckDB (and Spark's JVM method) counted missing values among the distinct values they
+    grouped: '1 of 3 values are NaN/None' for a file of 30,002 rows, where the numpy engine
+    says '1 of 30002'."""
+    path = tmp_path / "gap.csv"
+    with open(path, "w") as f:
+        f.write("a,b\n")
+        f.write("1,x\n" * 30_000)
+        f.write(",x\n3,x\n")
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4), fugu.Nominal("b", ["x"])])
+    messages = []
+    for engine in ("numpy", "duckdb"):
+        with pytest.raises(fugu.DomainError) as err:
+            fugu.Histogram.from_file(path, dom, engine=engine)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] and "1 of 30002 values" in messages[0], messages

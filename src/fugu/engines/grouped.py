@@ -15,6 +15,7 @@ numpy engine reports them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -69,7 +70,7 @@ def encode_grouped(
         try:
             codes = a.encode(values[a.name], "drop")
         except DomainError as exc:  # NaN / None: refused whatever the policy
-            raise _located(exc, a.name, locate) from None
+            raise _located(_in_rows(exc, values[a.name], counts), a.name, locate) from None
         bad = codes < 0
         if bad.any() and out_of_domain == "error":
             n_rows = int(counts[bad].sum())
@@ -86,6 +87,25 @@ def encode_grouped(
     out = np.zeros(domain.size, dtype=np.int64)
     np.add.at(out, flat, counts[keep])
     return out
+
+
+def _in_rows(exc: DomainError, values: Any, counts: NDArray[np.int64]) -> DomainError:
+    """``exc`` counting missing values in rows, as the numpy engine does, not among the
+    distinct values grouped ('1 of 3 values are NaN/None' for a file of 30,002 rows)."""
+    arr = np.asarray(values).reshape(-1)
+    if arr.dtype.kind == "f":
+        missing = np.isnan(arr)
+    elif arr.dtype.kind == "O":
+        missing = np.array(
+            [v is None or (isinstance(v, float) and v != v) for v in arr.tolist()], dtype=bool
+        )
+    else:
+        return exc
+    if not missing.any() or missing.size != counts.size:
+        return exc
+    rows = f"{int(counts[missing].sum())} of {int(counts.sum())} values are"
+    text, n = re.subn(r"\d+ of \d+ values are", rows, str(exc), count=1)
+    return DomainError(text) if n else exc
 
 
 def _located(exc: DomainError, column: str, locate: Callable[[str], str] | None) -> DomainError:
