@@ -29,6 +29,16 @@ D2 = fugu.Histogram(np.array([2, 0, 0, 1]), DOM)  # one record moved from the fi
 N_RUNS = 60_000
 
 
+def _audit(
+    run: Callable[..., Any],
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
+    h1: fugu.Histogram = D1,
+    h2: fugu.Histogram = D2,
+) -> Any:
+    """The auditor at ε = 1 on the pair (h1, h2): N_RUNS vectorised runs of ``run``."""
+    return audit(run, h1, h2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=statistic)
+
+
 def _batch(h: fugu.Histogram, n: int) -> fugu.Histogram:
     bdom = fugu.Domain([fugu.Ordinal("batch", 0, n - 1), *h.domain.attributes])
     return fugu.Histogram(np.broadcast_to(h.counts, (n, *h.domain.shape)).copy(), bdom)
@@ -64,30 +74,14 @@ def _hier(neighbours: str, consistency: bool, budget: object = "uniform") -> Cal
 
 
 def test_hierarchical_measurements_pass_audit() -> None:
-    res = audit(
-        _hier("replace", False),
-        D1,
-        D2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_tree_llr(D1, D2),
-    )
+    res = _audit(_hier("replace", False), _tree_llr(D1, D2))
     assert res.passed, str(res)
 
 
 def test_hierarchical_unequal_shares_pass_audit() -> None:
     """A non-uniform split below the root (leaves get 3/4 of ε): scale δ/(ε p_k) per level."""
     shares = (0.0, 0.25, 0.75)
-    res = audit(
-        _hier("replace", False, budget=[1, 3]),
-        D1,
-        D2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_tree_llr(D1, D2, shares),
-    )
+    res = _audit(_hier("replace", False, budget=[1, 3]), _tree_llr(D1, D2, shares))
     assert res.passed, str(res)
 
 
@@ -108,9 +102,7 @@ def test_hierarchical_optimised_plan_passes_audit() -> None:
         assert rel.guarantee.parameters["level_shares"][1] == list(shares)
         return rel.tree
 
-    res = audit(
-        run, D1, D2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=_tree_llr(D1, D2, shares)
-    )
+    res = _audit(run, _tree_llr(D1, D2, shares))
     assert res.passed, str(res)
 
 
@@ -119,21 +111,13 @@ D3 = fugu.Histogram(np.array([3, 0, 0, 1]), DOM)  # D1 plus one record (add/remo
 
 def test_hierarchical_consistent_release_passes_audit() -> None:
     """The least-squares release under add/remove (no public total couples the batch rows)."""
-    res = audit(_hier("add-remove", True), D1, D3, 1.0, n_runs=N_RUNS, vectorised=True)
+    res = _audit(_hier("add-remove", True), h2=D3)
     assert res.passed, str(res)
 
 
 def test_hierarchical_miscalibrated_fails_audit() -> None:
     """Noise for add/remove neighbours (half the sensitivity) on a replace pair: true ε = 2."""
-    res = audit(
-        _hier("add-remove", False),
-        D1,
-        D2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_tree_llr(D1, D2),
-    )
+    res = _audit(_hier("add-remove", False), _tree_llr(D1, D2))
     assert not res.passed, str(res)
 
 
@@ -158,13 +142,13 @@ def _priv(neighbours: str) -> Callable[..., Any]:
 
 def test_privelet_passes_audit() -> None:
     stat = _coef_llr(D1, D2, wavelets.HaarTransform(4))
-    res = audit(_priv("replace"), D1, D2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=stat)
+    res = _audit(_priv("replace"), stat)
     assert res.passed, str(res)
 
 
 def test_privelet_miscalibrated_fails_audit() -> None:
     stat = _coef_llr(D1, D2, wavelets.HaarTransform(4))
-    res = audit(_priv("add-remove"), D1, D2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=stat)
+    res = _audit(_priv("add-remove"), stat)
     assert not res.passed, str(res)
 
 
@@ -177,7 +161,7 @@ def test_privelet_without_generalized_sensitivity_fails_audit(
     mod = importlib.import_module("fugu.central.privelet")
     monkeypatch.setattr(mod, "generalized_sensitivity", lambda ts: 1.0)
     stat = _coef_llr(D1, D2, wavelets.HaarTransform(4))
-    res = audit(_priv("replace"), D1, D2, 1.0, n_runs=N_RUNS, vectorised=True, statistic=stat)
+    res = _audit(_priv("replace"), stat)
     assert not res.passed, str(res)
 
 
@@ -196,7 +180,7 @@ def test_privelet_plus_with_nominal_axis_passes_audit() -> None:
         rel = fugu.central.privelet(_batch(hh, n), 1.0, plain=["batch", "y"], rng=rng)
         return rel.counts.reshape(n, -1)
 
-    res = audit(run, h1, h2, 1.0, n_runs=N_RUNS, vectorised=True)
+    res = _audit(run, h1=h1, h2=h2)
     assert res.passed, str(res)
 
 
@@ -232,27 +216,11 @@ def test_privelet_public_base_passes_audit() -> None:
     exactly; the other coefficients with sensitivity 2(ρ − 1) = 4 (not 6) are ε-DP."""
     rel = fugu.central.privelet(D1, 1.0, plain=None, rng=fugu.RandomSource(seed=0))
     assert rel.guarantee.sensitivity == 4.0 and rel.counts.sum() == pytest.approx(3.0)
-    res = audit(
-        _base_public(1.0),
-        D1,
-        D2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_weighted_llr(D1, D2),
-    )
+    res = _audit(_base_public(1.0), _weighted_llr(D1, D2))
     assert res.passed, str(res)
 
 
 def test_privelet_public_base_underestimated_fails_audit() -> None:
     """Half that sensitivity (ρ − 1) on the same replace pair is caught: true ε = 2."""
-    res = audit(
-        _base_public(0.5),
-        D1,
-        D2,
-        1.0,
-        n_runs=N_RUNS,
-        vectorised=True,
-        statistic=_weighted_llr(D1, D2),
-    )
+    res = _audit(_base_public(0.5), _weighted_llr(D1, D2))
     assert not res.passed, str(res)
