@@ -31,7 +31,7 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, discrete_laplace_variance, geometric_mechanism
-from .count_release import CountRelease, nonnegative_release, pattern_name
+from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
 from .patterns import _normalise, check_graph, enumerate_pattern, pattern_graph
 
 __all__ = ["laplace_count", "global_sensitivity"]
@@ -155,7 +155,7 @@ def laplace_count(
     true = len(enumerate_pattern(G, pattern, k))
     noisy = geometric_mechanism([true], gs, eps, source)
     neighbours = (
-        "add or remove one edge (node set public)"
+        GRAPH_NEIGHBOURS["edge-dp"]
         if unit == "edge"
         else f"add or remove one node with its edges (graphs of max degree <= {degree_bound})"
     )

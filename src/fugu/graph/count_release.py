@@ -16,7 +16,14 @@ from ..errors import InvalidParameterError, InvalidTypeError
 from ..release import Guarantee, Release
 from ..release_state import Array, Meta
 
-__all__ = ["CountRelease", "nonnegative_release", "pattern_name"]
+__all__ = ["CountRelease", "nonnegative_release", "pattern_name", "GRAPH_NEIGHBOURS"]
+
+#: The neighbour relation of each graph privacy model, as the guarantees state it.
+GRAPH_NEIGHBOURS = {
+    "participant-dp": "one participant withdraws together with every tuple it owns (add/remove)",
+    "node-dp": "add or remove one node with all its edges",
+    "edge-dp": "add or remove one edge (node set public)",
+}
 
 
 class CountRelease(Release):

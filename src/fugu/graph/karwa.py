@@ -70,7 +70,7 @@ from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace, grid_power_tail
 from .baselines import global_sensitivity
-from .count_release import CountRelease, nonnegative_release
+from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release
 from .patterns import _normalise, check_graph
 from .smooth import check_scale_range, power_tail_parameters
 
@@ -84,7 +84,7 @@ __all__ = [
     "ktriangle_smooth_bound",
 ]
 
-NEIGHBOURS = "add or remove one edge (node set public)"
+NEIGHBOURS = GRAPH_NEIGHBOURS["edge-dp"]
 SOURCE = (
     "Karwa, Raskhodnikova, Smith, Yaroslavtsev, PVLDB 2011 (k-stars: smooth sensitivity; "
     "k-triangles: smooth upper bound, (ε, δ)); Nissim, Raskhodnikova, Smith, STOC 2007; "

@@ -58,7 +58,7 @@ from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace, grid_scale
 from ..release import Guarantee
-from .count_release import CountRelease, nonnegative_release, pattern_name
+from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
 from .krelation import Annotations, Formulas, KRelation
 from .lp import G_FACTOR, LPModel, check_g_factor
 
@@ -474,7 +474,7 @@ def _guarantee(
     )
 
 
-NEIGHBOURS_RELATION = "one participant withdraws together with every tuple it owns (add/remove)"
+NEIGHBOURS_RELATION = GRAPH_NEIGHBOURS["participant-dp"]
 
 
 def answer(
@@ -825,11 +825,7 @@ def general_recursive(
     return nonnegative_release(rel) if nonnegative else rel
 
 
-_GENERAL_MODELS = {
-    "participant-dp": "one participant withdraws together with every tuple it owns (add/remove)",
-    "node-dp": "add or remove one node with all its edges",
-    "edge-dp": "add or remove one edge (node set public)",
-}
+_GENERAL_MODELS = GRAPH_NEIGHBOURS
 
 
 def _check_exact_size(n: int) -> None:
@@ -1069,12 +1065,7 @@ def count(
         options["constraints"] = "node/edge predicates (public)"
     if induced:
         options["induced"] = True
-    neighbours = (
-        "add or remove one node with all its edges"
-        if unit == "node"
-        else "add or remove one edge (node set public)"
-    )
-    g = _guarantee(model, params, source, f"{name} count", neighbours, extra=options)
+    g = _guarantee(model, params, source, f"{name} count", GRAPH_NEIGHBOURS[model], extra=options)
     out = CountRelease(
         g, x_hat, delta_hat=dh, noise_std=math.sqrt(2) * scale, statistic=f"{name} count"
     )

@@ -64,7 +64,7 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, _check_power, grid_power_tail
-from .count_release import CountRelease, nonnegative_release
+from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release
 from .patterns import check_graph
 
 __all__ = [
@@ -315,7 +315,7 @@ def smooth_triangle_count(
     promise = guarantee(
         model="edge-dp",
         epsilon=eps,
-        neighbours="add or remove one edge (node set public)",
+        neighbours=GRAPH_NEIGHBOURS["edge-dp"],
         mechanism="smooth sensitivity (NRS 2007), power-tail noise",
         rng=source,
         sensitivity=None,
