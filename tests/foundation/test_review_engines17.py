@@ -514,3 +514,14 @@ def test_grouped_engines_count_missing_values_in_rows(tmp_path: Path) -> None:
             fugu.Histogram.from_file(path, dom, engine=engine)
         messages.append(str(err.value))
     assert messages[0] == messages[1] and "1 of 30002 values" in messages[0], messages
+
+
+def test_duckdb_names_an_attribute_written_with_spaces(tmp_path: Path) -> None:
+    """An attribute whose name has spaces around it: DuckDB cannot read it (it trims header
+    names); refused by name, not with a binder error."""
+    path = tmp_path / "spaced.csv"
+    path.write_text(" age,b\n1,3\n")
+    dom = fugu.Domain([fugu.Ordinal(" age", 0, 4)])
+    assert fugu.Histogram.from_file(path, dom, engine="numpy").counts.tolist() == [0, 1, 0, 0, 0]
+    with pytest.raises(fugu.DomainError, match="trims spaces.*engine='numpy'"):
+        fugu.Histogram.from_file(path, dom, engine="duckdb")

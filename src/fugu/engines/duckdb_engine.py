@@ -265,6 +265,11 @@ class _Connection:
                     f"{n!r}, not the column written {n!r} (it trims spaces around header names);"
                     " rename the columns in the header"
                 )
+            if i < 0 and n in raw and n.strip() != n:  # written with spaces DuckDB trims away
+                raise DomainError(
+                    f"{str(self.data)!r}: DuckDB trims spaces around header names, so it cannot "
+                    f"read the column written {n!r}; rename it, or use engine='numpy'"
+                )
         # the names as written where DuckDB trimmed them (its renamed repeats kept: see check)
         return [r if r != c and r.strip() == c else c for c, r in zip(cols, raw, strict=True)]
 
