@@ -32,7 +32,7 @@ from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, discrete_laplace_variance, geometric_mechanism
 from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
-from .patterns import _normalise, check_graph, enumerate_pattern, pattern_graph
+from .patterns import _normalise, check_graph, check_unit, enumerate_pattern, pattern_graph
 
 __all__ = ["laplace_count", "global_sensitivity"]
 
@@ -65,8 +65,7 @@ def global_sensitivity(
         num = falling * e
         den = _automorphisms(h) * math.comb(n, 2)
         return max(1, -(-num // den))
-    if unit != "node":
-        raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
+    check_unit(unit)
     if degree_bound is None or isinstance(degree_bound, bool) or int(degree_bound) < 1:
         raise InvalidParameterError(
             "node-DP global sensitivity is unbounded without a public degree bound; pass "
@@ -126,8 +125,7 @@ def laplace_count(
     """
     check_graph(G)
     model = "edge-dp" if unit == "edge" else "node-dp"
-    if unit not in ("node", "edge"):
-        raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
+    check_unit(unit)
     name = pattern_name(pattern, k)
     gs = global_sensitivity(pattern, unit, n=G.number_of_nodes(), degree_bound=degree_bound, k=k)
     eps = check_epsilon(epsilon)

@@ -447,13 +447,20 @@ def _general(
     return occ, pairs
 
 
-def check_pattern(pattern: str | nx.Graph, induced: bool, unit: str) -> None:
-    """Refuse a pattern or option that cannot be counted (public: checked before any charge)."""
+def check_unit(unit: str, induced: bool = False) -> None:
+    """Refuse a unit other than 'node' or 'edge', and induced counts under edge privacy."""
+    if unit not in ("node", "edge"):
+        raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
     if induced and unit == "edge":
         raise InvalidParameterError(
             "induced counts are not monotone under edge privacy (adding an edge can destroy an "
             "induced occurrence); use unit='node' or non-induced counts"
         )
+
+
+def check_pattern(pattern: str | nx.Graph, induced: bool, unit: str) -> None:
+    """Refuse a pattern or option that cannot be counted (public: checked before any charge)."""
+    check_unit(unit, induced)
     if not isinstance(pattern, nx.Graph):
         if induced:
             raise InvalidParameterError("induced=True needs the pattern as a networkx graph")
@@ -477,13 +484,7 @@ def pattern_relation(
     **options: Any,
 ) -> tuple[KRelation, Occurrences]:
     """The sensitive K-relation of the occurrences, annotated for ``unit`` privacy."""
-    if unit not in ("node", "edge"):
-        raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
-    if options.get("induced") and unit == "edge":
-        raise InvalidParameterError(
-            "induced counts are not monotone under edge privacy (adding an edge can destroy an "
-            "induced occurrence); use unit='node' or non-induced counts"
-        )
+    check_unit(unit, bool(options.get("induced")))
     occ = enumerate_pattern(G, pattern, k, **options)
     ann = annotations_of(occ, unit)
     cols = tuple(f"v{i}" for i in range(occ.occ.shape[1]))

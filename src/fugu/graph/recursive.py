@@ -994,10 +994,9 @@ def count(
     >>> rel.guarantee.model, rel.statistic
     ('node-dp', 'triangle count')
     """
-    from .patterns import pattern_relation
+    from .patterns import check_unit, pattern_relation
 
-    if unit not in ("node", "edge"):
-        raise InvalidParameterError(f"unit must be 'node' or 'edge', got {unit!r}")
+    check_unit(unit)
     if mechanism != "recursive":
         if g_factor != G_FACTOR:
             raise InvalidParameterError(
