@@ -115,6 +115,9 @@ class Histogram:
                     "count the rows of a query with Histogram.from_file(None, domain, sql=..., "
                     "engine='spark'), which records the query as the public filter"
                 )
+            _check_file_options(
+                "spark", engine_options, _SPARK_RECORD_OPTIONS, "Histogram.from_records"
+            )
 
             counts = spark_engine.histogram(
                 data, domain, out_of_domain=out_of_domain, **engine_options
@@ -252,10 +255,19 @@ _FILE_OPTIONS = {
 }
 
 
-def _check_file_options(engine: str, options: dict[str, Any]) -> None:
+#: The options the Spark engine takes for records (Histogram.from_records, engine="spark").
+_SPARK_RECORD_OPTIONS = ("spark", "master", "method", "num_partitions", "batch_rows", "progress")
+
+
+def _check_file_options(
+    engine: str,
+    options: dict[str, Any],
+    allowed: tuple[str, ...] | None = None,
+    where: str = "Histogram.from_file",
+) -> None:
     """Refuse an option ``engine`` does not take, naming the options it does take (and the
-    argument of from_file a misspelt one was meant for)."""
-    allowed = _FILE_OPTIONS[engine]
+    argument a misspelt one was meant for)."""
+    allowed = _FILE_OPTIONS[engine] if allowed is None else allowed
     unknown = [k for k in options if k not in allowed]
     if not unknown:
         return
@@ -268,8 +280,8 @@ def _check_file_options(engine: str, options: dict[str, Any]) -> None:
         for close in [difflib.get_close_matches(k, words, n=1)]
     ]
     raise InvalidParameterError(
-        f"Histogram.from_file got the option(s) {', '.join(hints)}, which the {engine} engine "
-        f"does not take; its options are {list(allowed)}"
+        f"{where} got the option(s) {', '.join(hints)}, which the {engine} engine does not "
+        f"take; its options are {list(allowed)}"
     )
 
 

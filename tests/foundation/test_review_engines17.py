@@ -525,3 +525,10 @@ def test_duckdb_names_an_attribute_written_with_spaces(tmp_path: Path) -> None:
     assert fugu.Histogram.from_file(path, dom, engine="numpy").counts.tolist() == [0, 1, 0, 0, 0]
     with pytest.raises(fugu.DomainError, match="trims spaces.*engine='numpy'"):
         fugu.Histogram.from_file(path, dom, engine="duckdb")
+
+
+def test_from_records_on_spark_names_an_option_it_does_not_take() -> None:
+    """Python's TypeError from the Spark engine's histogram() (no fugu error, no fix)."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="'methd'.*'method'"):
+        fugu.Histogram.from_records({"a": [1]}, dom, engine="spark", methd="jvm")
