@@ -72,7 +72,7 @@ from ..noise import RandomSource, discrete_laplace, grid_power_tail
 from .baselines import global_sensitivity
 from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release
 from .patterns import _normalise, check_graph
-from .smooth import check_scale_range, power_tail_parameters
+from .smooth import check_beta, check_scale_range, power_tail_parameters, smooth_max
 
 __all__ = [
     "karwa_count",
@@ -191,15 +191,8 @@ def _kstar_profile(pairs: NDArray[np.int64], n: int, k: int) -> NDArray[np.float
 
 def kstar_smooth_sensitivity(G: nx.Graph, beta: float, k: int = 2) -> float:
     """β-smooth sensitivity ``max_s e^(−βs) LS^(s)`` of the k-star count (edge flips)."""
-    if not (isinstance(beta, int | float) and math.isfinite(beta) and beta > 0):
-        raise InvalidParameterError(f"beta must be a finite number > 0, got {beta!r}")
-    prof = kstar_sensitivity_at_distance(G, k)
-    return _smooth(prof, beta)
-
-
-def _smooth(values: NDArray[np.float64], beta: float) -> float:
-    s = np.arange(values.size, dtype=np.float64)
-    return float(np.max(np.exp(-beta * s) * values))
+    check_beta(beta)
+    return smooth_max(kstar_sensitivity_at_distance(G, k), beta)
 
 
 def kstar_count(G: nx.Graph, k: int = 2) -> int:

@@ -188,13 +188,19 @@ def triangle_smooth_sensitivity(G: nx.Graph, beta: float) -> float:
     >>> triangle_smooth_sensitivity(nx.complete_graph(6), 0.1)   # A(s) = n - 2 for every s
     4.0
     """
+    check_beta(beta)
+    return smooth_max(triangle_sensitivity_at_distance(G), beta)
+
+
+def check_beta(beta: object) -> None:
+    """Refuse a smoothing parameter β that is not a finite number > 0."""
     if not (isinstance(beta, int | float) and math.isfinite(beta) and beta > 0):
         raise InvalidParameterError(f"beta must be a finite number > 0, got {beta!r}")
-    return _smooth(triangle_sensitivity_at_distance(G), beta)
 
 
-def _smooth(values: NDArray[np.int64], beta: float) -> float:
-    """max_s e^(-βs) A(s) over s = 0 .. len(values) - 1."""
+def smooth_max(values: NDArray[np.int64] | NDArray[np.float64], beta: float) -> float:
+    """max_s e^(-βs) A(s) over s = 0 .. len(values) - 1: the β-smooth sensitivity from the
+    sensitivities ``values[s] = A(s)`` at distance s (used for triangles and k-stars)."""
     s = np.arange(values.size, dtype=np.float64)
     return float(np.max(np.exp(-beta * s) * values))
 
@@ -203,7 +209,7 @@ def _count_and_scale(G: nx.Graph, alpha: float, beta: float) -> tuple[int, float
     """The exact triangle count and the noise scale S*_β/α, raised by 2^-40 (which dominates the
     floating-point error of S*_β, so the scale is never below the true S*_β/α)."""
     values, triangles = _profile(G)
-    smooth = _smooth(values, beta)
+    smooth = smooth_max(values, beta)
     return triangles, smooth / alpha * (1 + 2.0**-40)
 
 
