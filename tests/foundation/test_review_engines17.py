@@ -532,3 +532,16 @@ def test_from_records_on_spark_names_an_option_it_does_not_take() -> None:
     dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
     with pytest.raises(fugu.errors.InvalidParameterError, match="'methd'.*'method'"):
         fugu.Histogram.from_records({"a": [1]}, dom, engine="spark", methd="jvm")
+
+
+def test_duckdb_reads_a_column_vector_and_refuses_a_matrix_as_numpy_does() -> None:
+    """The DuckDB engine made a 2-d column an Arrow list column: (n, 1) was refused as
+    'non-numeric values such as [array([2]), ...]', (n, 2) raised numpy's ValueError ('truth
+    value of an array ... is ambiguous')."""
+    from fugu.engines import histogram_counts
+
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 4)])
+    vector = {"age": np.array([[1], [2]])}
+    assert histogram_counts(vector, dom, engine="duckdb").tolist() == [0, 1, 1, 0, 0]
+    with pytest.raises(fugu.DomainError, match="shape \\(2, 2\\)"):
+        histogram_counts({"age": np.array([[1, 2], [3, 4]])}, dom, engine="duckdb")

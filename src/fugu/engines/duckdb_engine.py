@@ -17,7 +17,7 @@ is recorded in the release.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,13 @@ from ..errors import (
     InvalidTypeError,
 )
 from .file_numpy import is_tsv
-from .numpy_engine import CHUNK_ROWS, check_mapping_lengths, check_unique_columns, columns_of
+from .numpy_engine import (
+    CHUNK_ROWS,
+    check_mapping_lengths,
+    check_unique_columns,
+    columns_of,
+    one_per_record,
+)
 from .partial_core import check_data_or_sql, nominal_names
 
 #: DuckDB's integer types (as DESCRIBE names them), which a CSV value like ``2.5`` is rounded to.
@@ -570,6 +576,8 @@ def histogram(
     from .grouped import canonical_sql, encode_grouped
 
     names = list(domain.names)
+    if isinstance(data, Mapping):  # one value per record, as the numpy engine reads a column
+        data = {k: one_per_record(str(k), v) if str(k) in names else v for k, v in data.items()}
     exprs = [canonical_sql(a, _quote) for a in domain.attributes]
     for batch in grouped_batches(
         data,

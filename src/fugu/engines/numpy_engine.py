@@ -72,14 +72,14 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
                 f"records must be a mapping of column name to array, a numpy structured array, "
                 f"a pandas/Polars DataFrame or an Arrow table; got {type(data).__name__}"
             )
-    cols = {name: _one_per_record(name, v) for name, v in cols.items()}
+    cols = {name: one_per_record(name, v) for name, v in cols.items()}
     lengths = {len(v) for v in cols.values()}
     if lengths == {0}:
         raise EmptyDataError("the records are empty (0 rows); there is nothing to count")
     return cols
 
 
-def _one_per_record(name: str, values: Any) -> Any:
+def one_per_record(name: str, values: Any) -> Any:
     """A column as one value per record: a single value (a scalar, a string) is refused, and a
     2-d array only passes as a column or row vector, flattened (an (n, 2) array was flattened
     into 2n records)."""
