@@ -168,6 +168,11 @@ def concatenated_ranges(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -
     return np.repeat(starts, lengths) + within
 
 
+def _kept_labels(labels: tuple[Any, ...] | None, used: NDArray[np.bool_]) -> tuple[Any, ...] | None:
+    """The labels of the participants still ``used`` after a restriction, in order."""
+    return None if labels is None else tuple(lab for lab, u in zip(labels, used, strict=True) if u)
+
+
 @dataclass(frozen=True)
 class Annotations:
     """The compiled annotations of a relation: what the Recursive Mechanism works on.
@@ -281,18 +286,13 @@ class Annotations:
         used[kept_vars] = True
         newid = np.cumsum(used) - 1
         new_lens = lens[clause_ok]
-        labels = (
-            None
-            if self.labels is None
-            else tuple(lab for lab, u in zip(self.labels, used, strict=True) if u)
-        )
         return Annotations(
             n_participants=int(used.sum()),
             clause_ptr=np.concatenate([[0], np.cumsum(new_lens)]).astype(np.int64),
             clause_vars=newid[kept_vars].astype(np.int64),
             tuple_ptr=np.concatenate([[0], np.cumsum(per_tuple[tuple_ok])]).astype(np.int64),
             weights=self.weights[tuple_ok],
-            labels=labels,
+            labels=_kept_labels(self.labels, used),
         )
 
     def withdraw(self, p: int) -> Annotations:
@@ -1075,11 +1075,6 @@ class Formulas:
             return np.where(ids < n, new_p[np.minimum(ids, n - 1)], n_new + new_g[ids - n])
 
         new_lens = np.bincount(parent[child_ok], minlength=self.n_gates)[reach]
-        labels = (
-            None
-            if self.labels is None
-            else tuple(lab for lab, u in zip(self.labels, used, strict=True) if u)
-        )
         return Formulas(
             n_participants=n_new,
             gate_type=self.gate_type[reach],
@@ -1087,7 +1082,7 @@ class Formulas:
             child=remap(kept_kids).astype(np.int64),
             root=remap(self.root[tuple_ok]).astype(np.int64),
             weights=self.weights[tuple_ok],
-            labels=labels,
+            labels=_kept_labels(self.labels, used),
         )
 
     def withdraw(self, p: int) -> Formulas:
