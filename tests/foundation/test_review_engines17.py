@@ -545,3 +545,25 @@ def test_duckdb_reads_a_column_vector_and_refuses_a_matrix_as_numpy_does() -> No
     assert histogram_counts(vector, dom, engine="duckdb").tolist() == [0, 1, 1, 0, 0]
     with pytest.raises(fugu.DomainError, match="shape \\(2, 2\\)"):
         histogram_counts({"age": np.array([[1, 2], [3, 4]])}, dom, engine="duckdb")
+
+
+# -- 18. streams and lazy tables --------------------------------------------------------------
+def test_an_arrow_batch_reader_is_read_batch_by_batch() -> None:
+    """A pyarrow RecordBatchReader (a stream of batches) was taken for a table and raised
+    AttributeError ('... has no attribute column_names')."""
+    import pyarrow as pa
+
+    from fugu.engines import histogram_counts
+
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
+    table = pa.table({"a": [1, 2, 2, 4]})
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=2))
+    assert histogram_counts(reader, dom).tolist() == [0, 1, 2, 0, 1]
+
+
+def test_a_polars_lazy_frame_is_counted() -> None:
+    """numpy engine: "LazyFrame is not subscriptable" (a TypeError); the DuckDB engine counts it."""
+    pl = pytest.importorskip("polars")
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
+    lazy = pl.DataFrame({"a": [1, 2, 2]}).lazy()
+    assert fugu.Histogram.from_records(lazy, dom).counts.tolist() == [0, 1, 2, 0, 0]

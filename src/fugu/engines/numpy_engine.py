@@ -59,6 +59,11 @@ def columns_of(data: Any, names: Sequence[str]) -> Mapping[str, np.ndarray]:
             check_unique_columns(names, [str(c) for c in data.columns])
             cols = {str(c): _pandas_column(data[c]) for c in data.columns if str(c) in names}
         elif mod == "polars":
+            if type(data).__name__ == "LazyFrame":  # the needed columns, computed
+                schema = getattr(data, "collect_schema", None)
+                have = schema().names() if schema is not None else data.columns
+                data = data.select([c for c in have if c in names])
+                data = data.collect()
             cols = {c: _polars_column(data[c]) for c in data.columns if c in names}
         elif mod == "pyarrow":
             check_unique_columns(names, list(data.column_names))

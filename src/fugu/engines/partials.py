@@ -102,6 +102,8 @@ def _is_table(data: Any) -> bool:
         return True
     if isinstance(data, np.ndarray):
         return True
+    if type(data).__name__ == "RecordBatchReader":  # a stream of Arrow batches, not a table
+        return False
     return type(data).__module__.split(".")[0] in ("pandas", "polars", "pyarrow")
 
 
