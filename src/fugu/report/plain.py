@@ -31,6 +31,15 @@ def posterior_bound(epsilon: float, prior: float = 0.5) -> float:
     return odds / (1.0 + odds)
 
 
+#: What central DP leaves learnable, under either neighbour relation.
+_GROUP_PATTERNS = (
+    "patterns over many people: counts, proportions and trends, to within the stated error. A "
+    'fact that holds for a whole group ("most people aged 20-29 earn under 50K") is learned '
+    "about everyone in that group, in the data or not: that is the purpose of the release, not "
+    "a leak."
+)
+
+
 def _unit_sentence(model: str, g: Any) -> tuple[str, str, str]:
     """(who is protected, what the adversary cannot learn, what remains learnable)."""
     params = dict(getattr(g, "parameters", {}) or {})
@@ -44,19 +53,13 @@ def _unit_sentence(model: str, g: Any) -> tuple[str, str, str]:
             "the exact number of records: under replace-one neighbours it is public and may be "
             "released exactly, so whether one person is in the data at all is not protected "
             "when the count gives it away (use add/remove neighbours to protect that too); and "
-            "patterns over many people: counts, proportions and trends, to within the stated "
-            'error. A fact that holds for a whole group ("most people aged 20-29 earn under '
-            '50K") is learned about everyone in that group, in the data or not: that is the '
-            "purpose of the release, not a leak.",
+            + _GROUP_PATTERNS,
         )
     if model == "central-dp":
         return (
             "every person in the data (one record each)",
             "whether any one person is in the data, or what their record says",
-            "patterns over many people: counts, proportions and trends, to within the stated "
-            'error. A fact that holds for a whole group ("most people aged 20-29 earn under '
-            '50K") is learned about everyone in that group, in the data or not: that is the '
-            "purpose of the release, not a leak.",
+            _GROUP_PATTERNS,
         )
     if model == "blowfish":
         pol = f" ({policy})" if policy else ""
