@@ -21,7 +21,8 @@ Two parts (run ``python bench/bench_hdg.py``; ``--quick`` for a small run; ``--p
   ``--peer-cache`` (JSON) so fugu can be re-run alone. Printed: MAE per (method, ε, λ) for the
   authors' code, fugu's default ("auto") and each λ-D estimator ("full", "in-in") answering
   from the same releases, fugu with the paper's rules (``interpolation="uniform"``,
-  ``estimator="in-in"``), fugu / authors and the default / the better estimator.
+  ``estimator="in-in"``, TDG ``partitions="aligned"``), fugu / authors and the default / the
+  better estimator.
 * ``estimators`` — the λ-D estimators "full", "in-in" and the default "auto" side by side
   (issue 15.3), TDG and HDG, correlated Gaussian (ρ = 0.5 and 0) and Laplace data, n = 10^6,
   d = 6, c = 64, ε ∈ {0.2, 0.5, 1, 2}, λ = 3, 4, answers from the same releases; prints
@@ -368,6 +369,8 @@ def run_peers(
                 for s in range(1, seeds + 1)
             ]
             rules = {"interpolation": "uniform", "estimator": "in-in"}
+            if algo == "TDG":  # the paper's layout: every grid aligned
+                rules["partitions"] = "aligned"
             paper = [
                 cls(dom, eps, **rules).simulate(codes, rng=fugu.RandomSource(seed=100 + s))
                 for s in range(1, seeds + 1)
@@ -401,13 +404,17 @@ def run_peers(
 
 
 def run_estimators(
-    quick: bool, n: int | None, seeds: int, methods: list[str] | None = None
+    quick: bool,
+    n: int | None,
+    seeds: int,
+    methods: list[str] | None = None,
+    epsilons: list[float] | None = None,
 ) -> None:
     """The λ-D estimators side by side (issue 15.3): "full", "in-in" and the default "auto"
     answering from the same releases, per (method, data, ε, λ), with auto / the better one."""
     n = n or (200_000 if quick else 1_000_000)
     d, c = 6, 64
-    epsilons = [0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0]
+    epsilons = epsilons or ([0.5, 2.0] if quick else [0.2, 0.5, 1.0, 2.0])
     dom = synthetic_domain(d, c)
     work = {
         lam: fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
@@ -465,7 +472,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=None, help="reports for the 'file' part")
     ap.add_argument("--data", choices=["gaussian", "laplace"], default="gaussian",
                     help="data of the peers part (correlated, rho = 0.5)")  # fmt: skip
-    ap.add_argument("--eps", default="", help="comma-separated epsilons of the peers part")
+    ap.add_argument("--eps", default="", help="comma-separated epsilons (peers, estimators)")
     ap.add_argument(
         "--methods", default="", help="comma-separated methods of the mae/peers/estimators parts"
     )
@@ -477,10 +484,10 @@ def main() -> None:
         run_time(args.quick)
     if args.part in ("all", "mae"):
         run_mae(args.quick, methods)
+    eps = [float(e) for e in args.eps.split(",")] if args.eps else None
     if args.part in ("all", "estimators"):
-        run_estimators(args.quick, args.n, args.seeds, methods)
+        run_estimators(args.quick, args.n, args.seeds, methods, eps)
     if args.part in ("all", "peers"):
-        eps = [float(e) for e in args.eps.split(",")] if args.eps else None
         run_peers(
             args.quick, args.n, args.peer_src, args.peer_cache, args.seeds, args.data, eps, methods
         )

@@ -14,11 +14,14 @@ TDG × correlated Gaussian ρ = 0, 0.5 and Laplace data × ε = 0.5, 1, 2, 4 × 
 d = 4, c = 32; two releases and 60 queries per cell, answers from the same releases so only the
 estimator differs), the default's MAE is within ``CELL_BOUND`` of the better estimator in every
 cell (TDG: ``TDG_CELL_BOUND``), within ``HEAVY_BOUND`` on the heavy-tailed Laplace data (HDG)
-and within ``MEAN_BOUND`` on average per method. Measured: HDG worst 1.052 (Laplace, ε = 2,
-λ = 4), mean 0.997. TDG's default margins are log-smooth and its default estimator is then
-"full" (weight 1): 1.000 in 21 of the 24 cells, 1.10–1.14 on the Laplace data at ε ≥ 2 (λ = 3,
-and λ = 4 at ε = 2), where "in-in" is better — while the log-smooth default's own MAE there is
-0.59–0.62× the old PCHIP default's (checked below). With PCHIP margins and the noise rule
+and within ``MEAN_BOUND`` on average (TDG: ``TDG_MEAN_BOUND``). Measured: HDG worst 1.052
+(Laplace, ε = 2, λ = 4), mean 0.997. TDG's default margins are log-smooth and its default
+estimator is then "full" (weight 1): 1.000 in 15 of the 24 cells, 1.10–1.14 on the Laplace data
+at ε ≥ 2 (λ = 3, and λ = 4 at ε = 2), where "in-in" is better — while the log-smooth default's
+own MAE there is 0.59–0.62× the old PCHIP default's (checked below); at ε = 0.5 and 1 (g2 = 2
+here, so TDG's default shifts half its grids) 1.07–1.13 on the Laplace data and 1.10 / 1.02 on
+independent Gaussian data at ε = 0.5, where the shifted grids' answers are 3–10× better than
+the aligned ones were; mean 1.037. With PCHIP margins and the noise rule
 TDG's worst was 1.079 (Laplace, ε = 4, λ = 3). (A noise ramp fitted
 to the docs' n = 10^6 table, from 1.7 % to 1 % of n, had HDG's worst here at 1.155, independent
 Gaussian at ε = 1, λ = 4.) With the noise-only rule used before, HDG's worst was 1.21 (Laplace,
@@ -43,6 +46,9 @@ N, D, C = 60_000, 4, 32
 CELL_BOUND, HEAVY_BOUND, MEAN_BOUND = 1.12, 1.08, 1.03
 TDG_CELL_BOUND = 1.15  # TDG's default "full" (log-smooth margins): "in-in" is better only on the
 # Laplace data at lambda = 3 (1.141 at eps = 2, 1.129 at eps = 4) and lambda = 4, eps = 2 (1.100)
+TDG_MEAN_BOUND = 1.045  # TDG's default shifts its grids at g2 = 2 (eps = 0.5 and 1 here): its
+# answers there are 3-10x better, and "in-in" is the better estimator on the Laplace data
+# (1.07-1.13) and the independent Gaussian data at eps = 0.5, lambda = 3 (1.10): mean 1.037
 OLD_RULE = (0.035, 0.008)  # the single rule for both methods before TDG got its own thresholds,
 # and HDG's noise-only rule before the cut-error factor
 
@@ -56,23 +62,35 @@ def _truth(codes: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @functools.cache
 def _setup(
-    method: str, gen: str, rho: float | None, eps: float, interpolation: str | None = None
+    method: str,
+    gen: str,
+    rho: float | None,
+    eps: float,
+    interpolation: str | None = None,
+    partitions: str = "auto",
 ) -> tuple:  # type: ignore[type-arg]
     dom = fugu.datasets.synthetic_domain(D, C)
     kw = {"rho": rho} if rho is not None else {}
     cols = getattr(fugu.datasets, f"correlated_{gen}")(N, D, C, seed=11, **kw)
     codes = np.stack([cols[a] for a in dom.names], 1)
     cls = HDG if method == "hdg" else TDG
-    mech = cls(dom, eps, interpolation=interpolation)
+    kw_p = {"partitions": partitions} if method == "tdg" else {}
+    mech = cls(dom, eps, interpolation=interpolation, **kw_p)
     rels = tuple(mech.simulate(codes, rng=fugu.RandomSource(seed=s)) for s in (1, 2))
     return dom, codes, rels
 
 
 def _answers(
-    method: str, gen: str, rho: float | None, eps: float, lam: int, interpolation: str | None = None
+    method: str,
+    gen: str,
+    rho: float | None,
+    eps: float,
+    lam: int,
+    interpolation: str | None = None,
+    partitions: str = "auto",
 ) -> tuple:  # type: ignore[type-arg]
     """Per release: (auto, full, in-in) answers, the truth, and the release."""
-    dom, codes, rels = _setup(method, gen, rho, eps, interpolation)
+    dom, codes, rels = _setup(method, gen, rho, eps, interpolation, partitions)
     b = fugu.queries.random_workload(dom, 60, n_predicates=lam, volume=0.5, seed=lam).bounds(dom)
     t = _truth(codes, b)
     out = []
@@ -97,8 +115,10 @@ CELLS = [
 RATIOS: dict[str, list[float]] = {"hdg": [], "tdg": []}
 
 
-def _ratio(cell: tuple, combine, interpolation: str | None = None) -> float:  # type: ignore[no-untyped-def,type-arg]
-    runs = _answers(*cell, interpolation)
+def _ratio(
+    cell: tuple, combine, interpolation: str | None = None, partitions: str = "auto"
+) -> float:  # type: ignore[no-untyped-def,type-arg]
+    runs = _answers(*cell, interpolation, partitions)
     better = min(_mae(runs, lambda a, s: a["full"]), _mae(runs, lambda a, s: a["in-in"]))
     return _mae(runs, combine) / better
 
@@ -122,7 +142,8 @@ def test_auto_never_much_worse_than_either(
 def test_auto_mean_ratio(method: str) -> None:
     if len(RATIOS[method]) < len(CELLS) // 2:
         pytest.skip("needs the grid above in the same run")
-    assert float(np.mean(RATIOS[method])) <= MEAN_BOUND, RATIOS[method]
+    bound = MEAN_BOUND if method == "hdg" else TDG_MEAN_BOUND
+    assert float(np.mean(RATIOS[method])) <= bound, RATIOS[method]
 
 
 def _noise_rule(hi: float, lo: float):  # type: ignore[no-untyped-def]
@@ -249,14 +270,16 @@ def test_hdg_gives_full_the_whole_weight_at_low_noise_and_cut(sigma: float) -> N
 def test_tdg_with_two_by_two_boxes_uses_full(
     gen: str, rho: float | None, eps: float, lam: int
 ) -> None:
-    """At n = 6·10^4 and ε ≤ 1 TDG's grids have 2 × 2 boxes: both estimators are close to the
-    uniform guess and "full" was as good or better in every such cell (here up to 2.0 % better
-    on the correlated data, where the noise rule's "in-in" was 1.009–1.020x). The default now
-    answers with "full" there (deterministic: fixed data, query and noise seeds)."""
-    runs = _answers("tdg", gen, rho, eps, lam)
+    """At n = 6·10^4 and ε ≤ 1 the paper's TDG (aligned partitions) has 2 × 2 boxes: both
+    estimators are close to the uniform guess and "full" was as good or better in every such
+    cell (here up to 2.0 % better on the correlated data, where the noise rule's "in-in" was
+    1.009–1.020x). It answers with "full" there (deterministic: fixed data, query and noise
+    seeds). (TDG's default shifts half of such grids: test_auto_never_much_worse_than_either.)"""
+    runs = _answers("tdg", gen, rho, eps, lam, None, "aligned")
     assert all(max(g.counts.shape) == 2 for _, _, rel in runs for g in rel._pair.values())
     assert all(rel.full_weight == 1.0 for _, _, rel in runs)
-    assert _ratio(("tdg", gen, rho, eps, lam), lambda a, s: a["auto"]) <= 1.001
+    full_ratio = _ratio(("tdg", gen, rho, eps, lam), lambda a, s: a["auto"], None, "aligned")
+    assert full_ratio <= 1.001
 
 
 def test_tdg_box_rule_known_answers() -> None:

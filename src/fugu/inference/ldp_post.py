@@ -75,6 +75,7 @@ array([5., 0., 2., 3.])
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -305,6 +306,79 @@ def _coarsen(
     return m, per
 
 
+def _nested(partitions: Sequence[NDArray[np.int64]]) -> bool:
+    """Whether the distinct partitions are totally ordered by refinement."""
+    distinct = sorted({e.tobytes(): e for e in partitions}.values(), key=len)
+    return all(np.isin(a, b).all() for a, b in zip(distinct, distinct[1:], strict=False))
+
+
+def _margin_system(
+    members: Sequence[GridEstimate], attribute: Hashable, weighting: str
+) -> tuple[NDArray[np.int64], list[tuple[FloatArray, FloatArray, float, int]]]:
+    """The common refinement of ``attribute``'s partitions in ``members`` and, per member,
+    ``(B, margin, weight, cells summed per margin cell)`` with ``B`` the 0/1 matrix summing
+    refined cells into the member's cells."""
+    es = [g.edges[g.axis(attribute)] for g in members]
+    if len({int(e[-1]) for e in es}) != 1:
+        raise InvalidParameterError(
+            f"grids disagree on the domain size of attribute {attribute!r}: "
+            f"{sorted({int(e[-1]) for e in es})}"
+        )
+    fine = np.unique(np.concatenate(es)).astype(np.int64)
+    rows = []
+    for g, e in zip(members, es, strict=True):
+        m = g.marginal([attribute])
+        other = g.counts.size // m.size
+        pos = np.searchsorted(fine, e)
+        b = np.zeros((len(e) - 1, len(fine) - 1))
+        for i in range(len(e) - 1):
+            b[i, pos[i] : pos[i + 1]] = 1.0
+        w = 1.0 / (other * g.variance) if weighting == "variance" else 1.0
+        rows.append((b, m, w, other))
+    return fine, rows
+
+
+def _wls(rows: Sequence[tuple[FloatArray, FloatArray, float, int]]) -> FloatArray:
+    """Weighted least squares of the refined cells from every member's margin."""
+    a = np.vstack([math.sqrt(w) * b for b, _, w, _ in rows])
+    y = np.concatenate([math.sqrt(w) * m for _, m, w, _ in rows])
+    return np.asarray(np.linalg.lstsq(a, y, rcond=None)[0], dtype=np.float64)
+
+
+def refined_margin(
+    grids: Sequence[GridEstimate], attribute: Hashable, *, weighting: str = "variance"
+) -> GridEstimate:
+    """One attribute's counts on the common refinement of its partitions in ``grids``.
+
+    Every grid holding the attribute gives its margin, a noisy observation of sums of the
+    refined cells (variance: the grid's cell variance times the number of cells summed);
+    the estimate is their weighted least-squares fit (``weighting="mean"``: equal weights).
+    With one partition it is the inverse-variance mean of the margins; with TDG's aligned and
+    shifted partitions (``partitions="shifted"``) the refined cells, of half the width, are
+    identified. ``variance`` of the result: the mean over cells of the fit's variance;
+    ``meta["covariance"]``: the fit's covariance matrix (``weighting="variance"``).
+    Post-processing of the grids.
+
+    >>> e1, e2 = np.array([0, 2, 4]), np.array([0, 1, 3, 4])
+    >>> a = GridEstimate(("x",), (e1,), np.array([3.0, 7.0]))
+    >>> b = GridEstimate(("x",), (e2,), np.array([1.0, 6.0, 3.0]))
+    >>> r = refined_margin([a, b], "x")
+    >>> r.edges[0].tolist(), np.round(r.counts, 6).tolist()
+    ([0, 1, 2, 3, 4], [1.0, 2.0, 4.0, 3.0])
+    """
+    if weighting not in ("variance", "mean"):
+        raise InvalidParameterError(f"weighting must be 'variance' or 'mean', got {weighting!r}")
+    members = [g for g in grids if attribute in g.attributes]
+    if not members:
+        raise InvalidParameterError(f"no grid holds attribute {attribute!r}")
+    fine, rows = _margin_system(members, attribute, weighting)
+    r = _wls(rows)
+    cov = np.linalg.pinv(sum(w * b.T @ b for b, _, w, _ in rows))
+    var = float(np.mean(np.diag(cov))) if weighting == "variance" else 1.0
+    meta: dict[str, object] = {"covariance": cov} if weighting == "variance" else {}
+    return GridEstimate((attribute,), (fine,), r, max(var, 1e-300), meta)
+
+
 def consistency(
     grids: Sequence[GridEstimate],
     on: Iterable[Sequence[Hashable] | Hashable] | None = None,
@@ -347,6 +421,9 @@ def consistency(
     for attrs in sets:
         members = [g for g in out if all(a in g.attributes for a in attrs)]
         if len(members) < 2:
+            continue
+        if len(attrs) == 1 and not _nested([g.edges[g.axis(attrs[0])] for g in members]):
+            _refined_consistency(members, attrs[0], weighting)
             continue
         common = [_common_edges(members, a) for a in attrs]
         margins, sizes, weights = [], [], []
@@ -398,6 +475,19 @@ def max_marginal_gap(grids: Sequence[GridEstimate]) -> float:
         ms = [_coarsen(g.marginal([a]), [g.edges[g.axis(a)]], [common])[0] for g in members]
         gap = max(gap, float(np.max(np.ptp(np.stack(ms), axis=0))))
     return gap
+
+
+def _refined_consistency(members: list[GridEstimate], attribute: Hashable, weighting: str) -> None:
+    """Consistency of one attribute whose partitions are not nested (TDG's shifted grids):
+    every member's margin is set to its partition's sums of :func:`refined_margin`, the
+    difference spread evenly over the member's other cells (as for nested partitions)."""
+    fine, rows = _margin_system(members, attribute, weighting)
+    r = _wls(rows)
+    for g, (b, m, _, other) in zip(members, rows, strict=True):
+        delta = (b @ r - m) / other
+        shp = [1] * len(g.shape)
+        shp[g.axis(attribute)] = len(delta)
+        g.counts = g.counts + delta.reshape(shp)
 
 
 def consistent_grids(

@@ -8,6 +8,10 @@
 * :func:`grid_edges` — cell boundaries ``floor(k·c/g)``: equal cells when g divides c, cells
   differing by at most one value otherwise, nested partitions when one granularity divides the
   other.
+* :func:`shifted_edges` — the same cells moved by half a cell (``floor((2k+1)·c/(2g))``, with a
+  half cell at each end): TDG with ``partitions="shifted"`` cuts half of an attribute's 2-D
+  grids this way, so its margins are seen on two partitions whose common refinement has cells
+  of half the width.
 
 Public arithmetic only: nothing here sees a report or a record.
 """
@@ -24,7 +28,21 @@ from numpy.typing import NDArray
 from ..errors import InvalidParameterError, check_positive_int
 from .checks import check_ldp_epsilon
 
-__all__ = ["ALPHA1", "ALPHA2", "grid_edges", "guideline", "n_groups", "round_granularity"]
+__all__ = [
+    "ALPHA1",
+    "ALPHA2",
+    "PARTITIONS",
+    "grid_edges",
+    "guideline",
+    "n_groups",
+    "round_granularity",
+    "shifted_edges",
+]
+
+#: How TDG cuts its 2-D grids: "aligned" (the paper: every grid at ``floor(k·c/g2)``),
+#: "shifted" (the grids of pairs (j, k) with j + k odd at :func:`shifted_edges`) or "auto"
+#: (TDG's default: "shifted" when no attribute has more than 2 cells, else "aligned").
+PARTITIONS = ("auto", "aligned", "shifted")
 
 ALPHA1 = 0.7
 ALPHA2 = 0.03
@@ -87,8 +105,24 @@ def grid_edges(c: int, g: int) -> NDArray[np.int64]:
     return (np.arange(g + 1, dtype=np.int64) * c) // g
 
 
-def _cell_lookup(c: int, g: int) -> NDArray[np.int64]:
-    return np.repeat(np.arange(g, dtype=np.int64), np.diff(grid_edges(c, g)))
+def shifted_edges(c: int, g: int) -> NDArray[np.int64]:
+    """Boundaries of :func:`grid_edges` moved by half a cell: ``0``, ``floor((2k+1)·c/(2g))``
+    for k = 0..g−1, and ``c`` — g − 1 whole cells and a half cell at each end. A granularity
+    of 1 or ``c`` (no cut, or one value per cell) is not shifted.
+
+    >>> shifted_edges(64, 4).tolist(), shifted_edges(64, 2).tolist(), shifted_edges(5, 5).tolist()
+    ([0, 8, 24, 40, 56, 64], [0, 16, 48, 64], [0, 1, 2, 3, 4, 5])
+    """
+    aligned = grid_edges(c, g)
+    if g <= 1 or g >= c:
+        return aligned
+    mid = ((2 * np.arange(g, dtype=np.int64) + 1) * c) // (2 * g)
+    return np.unique(np.concatenate([[0], mid, [c]])).astype(np.int64)
+
+
+def _lookup(edges: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Value → cell index for cells with these boundaries."""
+    return np.repeat(np.arange(len(edges) - 1, dtype=np.int64), np.diff(edges))
 
 
 def _check_granularity(v: Any, name: str, sizes: Sequence[int]) -> list[int]:

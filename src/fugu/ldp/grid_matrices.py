@@ -24,14 +24,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..inference.ldp_post import GridEstimate, cell_values, weighted_update
+from ..inference.ldp_post import GridEstimate, cell_values, refined_margin, weighted_update
 
 __all__ = ["fitted_matrix", "smooth_start"]
 
 
 def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
-    """Per attribute, the inverse-variance mean of its margins in the 2-D grids that share
-    its partition (TDG: all of them; after Phase 2 they agree up to the last Norm-Sub)."""
+    """Per attribute, the inverse-variance mean of its margins in the 2-D grids (TDG: all of
+    them share its partition; after Phase 2 they agree up to the last Norm-Sub). With TDG's
+    shifted partitions the margin on their common refinement instead
+    (:func:`~fugu.inference.ldp_post.refined_margin`)."""
     acc: dict[Any, list[tuple[NDArray[np.int64], NDArray[np.float64], float]]] = {}
     for g in grids:
         if len(g.attributes) != 2:
@@ -41,8 +43,12 @@ def _pair_margins(grids: Sequence[GridEstimate]) -> dict[Any, GridEstimate]:
                 (g.edges[ax], g.counts.sum(axis=1 - ax), g.variance * g.counts.shape[1 - ax])
             )
     out = {}
+    pairs = [g for g in grids if len(g.attributes) == 2]
     for a, lst in acc.items():
         e0 = lst[0][0]
+        if any(not np.array_equal(e, e0) for e, _, _ in lst):
+            out[a] = refined_margin(pairs, a)
+            continue
         same = [(m, v) for e, m, v in lst if np.array_equal(e, e0)]
         w = np.array([1.0 / v for _, v in same])
         mean = np.sum([wi * m for wi, (m, _) in zip(w, same, strict=True)], axis=0) / w.sum()

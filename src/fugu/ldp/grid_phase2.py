@@ -130,6 +130,12 @@ def release_from_grids(
         f"Norm-Sub and inverse-variance consistency across grids ({rounds} rounds, "
         "ending with Norm-Sub)",
     )
+    if proto.partitions == "shifted":
+        steps += (
+            "the grids of pairs (j, k) with j + k odd are cut half a cell further; each "
+            "attribute's margins are made consistent on the common refinement of its two "
+            "partitions (weighted least squares), which the spreads and answers use",
+        )
     if unbiased is not None:  # cut cells: the closed-form product matrices built above
         steps = (
             "grids shifted to sum to n and made consistent by inverse-variance weighting "

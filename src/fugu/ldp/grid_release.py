@@ -27,6 +27,7 @@ from ..inference.ldp_post import (
     GridEstimate,
     cell_values,
     estimate_from_pairs,
+    refined_margin,
 )
 from ..queries import PrefixSums, RangeQuery
 from ..release import Guarantee, Release
@@ -434,18 +435,22 @@ class GridRelease(Release):
         if g1 is not None:
             edges, counts = g1.edges[0], g1.counts
         else:
-            margins = []
+            margins, holding = [], []
             for (x, y), g in self._pair.items():
                 if a in (x, y):
                     ax = 0 if x == a else 1
                     margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
+                    holding.append((g, g.attributes[ax]))
             if not margins:
                 raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
-            if self.interpolation == "uniform" or any(
-                not np.array_equal(e, margins[0][0]) for e, _ in margins
-            ):
+            if any(not np.array_equal(e, margins[0][0]) for e, _ in margins):
+                # TDG's shifted partitions: the margin on their common refinement
+                fine = refined_margin([g for g, _ in holding], holding[0][1])
+                edges, counts = fine.edges[0], fine.counts
+            elif self.interpolation == "uniform":
                 return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
-            edges, counts = margins[0][0], np.mean([m for _, m in margins], axis=0)
+            else:
+                edges, counts = margins[0][0], np.mean([m for _, m in margins], axis=0)
         if self.interpolation == "uniform":
             return _overlap_weights(edges, lo, hi) @ counts
         if a not in self._cum:
@@ -554,15 +559,24 @@ class GridRelease(Release):
                 w = _overlap_weights(g1.edges[0], lo[0], hi[0])[0]
                 noise = float(np.sum(w**2) * g1.variance)
             else:
-                parts = []
+                parts, holding = [], []
                 for (x, y), g in self._pair.items():
                     if a in (x, y):
                         axis = 0 if x == a else 1
                         w = _overlap_weights(g.edges[axis], lo[0], hi[0])[0]
                         parts.append(np.sum(w**2) * g.counts.shape[1 - axis] * g.variance)
-                # the margins are pooled with inverse-variance weights (Phase 2's consistency):
-                # 1/sum(1/v) (= sum(v)/k^2 for equal v); a grid without reports adds nothing
-                noise = float(1.0 / np.sum(1.0 / np.maximum(parts, 1e-300)))
+                        holding.append((g, g.attributes[axis], g.edges[axis]))
+                if any(not np.array_equal(e, holding[0][2]) for _, _, e in holding):
+                    # shifted partitions: the variance of the refined margin's weighted fit
+                    fine = refined_margin([g for g, _, _ in holding], holding[0][1])
+                    w = _overlap_weights(fine.edges[0], lo[0], hi[0])[0]
+                    cov = np.asarray(fine.meta["covariance"], dtype=np.float64)
+                    noise = float(w @ cov @ w)
+                else:
+                    # the margins are pooled with inverse-variance weights (Phase 2's
+                    # consistency): 1/sum(1/v) (= sum(v)/k^2 for equal v); a grid without
+                    # reports adds nothing
+                    noise = float(1.0 / np.sum(1.0 / np.maximum(parts, 1e-300)))
         else:
             a, c = int(ax[0]), int(ax[1])
             g, flip = self._oriented(a, c)

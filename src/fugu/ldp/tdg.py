@@ -16,9 +16,16 @@ Algorithm (§4, spec ``ldp_range.md`` §5):
    ``g2 = sqrt(2α2(e^ε−1)·sqrt(n/(m e^ε)))`` (α2 = 0.03) rounded to a power of two
    (:func:`fugu.ldp.grids.round_granularity`). Each user reports her cell through the grid's
    frequency oracle; counts are scaled from the group to the population (× n/N_group).
+   fugu's extension (``partitions``; default ``"auto"``: on when g2 ≤ 2): the grids of pairs
+   (j, k) with j + k odd are cut half a cell further (:func:`~fugu.ldp.grid_layout.shifted_edges`),
+   so every attribute's margin is seen on two partitions and Phase 2 estimates it on their
+   common refinement (cells of half the width). The layout is public and fixed before any
+   report, so privacy is unchanged; ``partitions="aligned"`` is the paper's TDG.
 2. **Post-processing.** Norm-Sub on every grid, then consistency of the 1-D marginals shared
    by grids alternated with Norm-Sub until no cell moves by a user (at most 100 rounds), ending
-   with Norm-Sub (:func:`fugu.inference.ldp_post.consistent_grids`).
+   with Norm-Sub (:func:`fugu.inference.ldp_post.consistent_grids`; with shifted partitions the
+   margins are made consistent on the refinement by weighted least squares,
+   :func:`fugu.inference.ldp_post.refined_margin`).
 3. **Answers.** A 2-D query sums the cells of its pair's grid; a cut cell is split by the
    paper's uniform guess (``interpolation="uniform"``) or, by default, by the product of the
    two attributes' within-cell shares read from the grids' consistent margins spread over
@@ -41,9 +48,9 @@ Example
 >>> data = fugu.datasets.correlated_gaussian(20_000, 3, 16, seed=1)
 >>> tdg = fugu.ldp.TDG(dom, epsilon=1.0)
 >>> rel = tdg.simulate(data, rng=fugu.RandomSource(seed=2))
->>> rel.guarantee.model, rel.guarantee.parameters["g2"]
-('ldp', [2, 2, 2])
->>> q = fugu.RangeQuery({"a0": (0, 7), "a1": (0, 7)})
+>>> rel.guarantee.model, rel.guarantee.parameters["g2"], rel.guarantee.parameters["partitions"]
+('ldp', [2, 2, 2], 'shifted')
+>>> q = fugu.RangeQuery({"a0": (3, 10), "a1": (2, 12)})
 >>> abs(rel.answer(q) - q.answer(fugu.Histogram.from_records(data, dom).counts, dom)) < 2000
 True
 """
