@@ -182,3 +182,14 @@ def test_shifted_beats_aligned_at_two_cells() -> None:
             err[(part, lam)] = np.mean([np.abs(r.answer_many(w) - t).mean() for r in rels]) / n
     for lam in (1, 2, 3):
         assert err[("shifted", lam)] < err[("aligned", lam)] / 3, err
+
+
+def test_reports_of_the_other_layout_are_refused() -> None:
+    """A server whose layout differs from the clients' (aligned vs shifted, same g2) cannot
+    decode their cells: refused, in both directions."""
+    dom = fugu.datasets.synthetic_domain(3, 16)
+    codes = {a: np.arange(300) % 16 for a in dom.names}
+    for client_p, server_p in (("aligned", "auto"), ("auto", "aligned")):
+        rep = TDG(dom, 1.0, g2=2, partitions=client_p).client(fugu.RandomSource(seed=1))
+        with pytest.raises(fugu.errors.ReportError, match="partitions"):
+            TDG(dom, 1.0, g2=2, partitions=server_p).aggregate(rep.perturb(codes))
