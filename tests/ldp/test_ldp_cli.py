@@ -325,3 +325,13 @@ def test_aggregate_refuses_head_with_json(users, tmp_path, capsys) -> None:
     code, out, err = run(capsys, "ldp", "aggregate", str(reports), "--json")
     assert code == 0, err
     assert len(json.loads(out)["estimates"]) == 100
+
+
+def test_option_lists_give_one_granularity_per_attribute(capsys) -> None:
+    """``-o g2=4,2`` reached TDG as the string '4,2' (refused by name); a comma list of
+    integers is now a list, one granularity per attribute."""
+    args = ["ldp", "simulate", "--n", "2000", "--d", "2", "--c", "8", "-m", "tdg", "--seed", "1"]
+    assert main([*args, "-o", "g2=4,2"]) == 0
+    assert "tdg" in capsys.readouterr().out
+    assert main([*args, "-o", "g2=4,x"]) != 0
+    assert "g2" in capsys.readouterr().err

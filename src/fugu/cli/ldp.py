@@ -62,6 +62,11 @@ def _parse_options_given(items: tuple[str, ...]) -> tuple[dict[str, Any], dict[s
                 break
             except ValueError:
                 continue
+        if isinstance(v, str) and "," in val:  # one integer per attribute: g2=4,4,2
+            try:
+                v = [int(part) for part in val.split(",")]
+            except ValueError:
+                v = val
         k = key.strip().replace("-", "_")
         out[k], given[k] = v, f"-o {item}"
     return out, given
