@@ -6,16 +6,15 @@ Deterministic unless stated; statistical tests give their false-failure rate.
 
 from __future__ import annotations
 
-import math
 from itertools import combinations
 
 import numpy as np
 import pytest
+from ldp_helpers import exact_grids
 from scipy.optimize import minimize
 
 import fugu
 from fugu.errors import DomainError, InvalidParameterError
-from fugu.inference.ldp_post import GridEstimate
 from fugu.ldp import HDG, TDG
 from fugu.ldp.grids import GridRelease, grid_edges, guideline, round_granularity
 
@@ -133,17 +132,7 @@ def test_unresolved_protocol_explains_itself() -> None:
 def _exact_release(cls, dom, codes, **kw) -> GridRelease:
     """Grids with exact counts (noise switched off) through the same Phases 2 and 3."""
     proto = cls(dom, 1.0, n_users=len(codes), **kw)
-    grids = []
-    for gr in proto.groups:
-        edges = proto.edges(gr)
-        cells = [
-            np.searchsorted(e, codes[:, a], side="right") - 1
-            for e, a in zip(edges, gr, strict=True)
-        ]
-        shape = tuple(len(e) - 1 for e in edges)
-        counts = np.bincount(np.ravel_multi_index(cells, shape), minlength=math.prod(shape))
-        names = tuple(dom.names[a] for a in gr)
-        grids.append(GridEstimate(names, edges, counts.reshape(shape).astype(float)))
+    grids = exact_grids(proto, dom, codes)
     g = proto.guarantee(private=False, n=len(codes))
     return proto.release_from_grids(grids, float(len(codes)), g)
 

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from ldp_helpers import exact_grids
 
 import fugu
 from fugu.errors import InvalidParameterError, ReportError
@@ -257,19 +258,7 @@ def test_release_grids_are_nonnegative_consistent_and_matrices_fit() -> None:
 
 
 def _noise_free(proto, codes):
-    from fugu.inference.ldp_post import GridEstimate
-
-    grids = []
-    for gr in proto.groups:
-        edges = proto.edges(gr)
-        cells = [
-            np.searchsorted(e, codes[:, a], side="right") - 1
-            for e, a in zip(edges, gr, strict=True)
-        ]
-        shape = tuple(len(e) - 1 for e in edges)
-        counts = np.bincount(np.ravel_multi_index(cells, shape), minlength=math.prod(shape))
-        names = tuple(proto.domain.names[a] for a in gr)
-        grids.append(GridEstimate(names, edges, counts.reshape(shape).astype(float)))
+    grids = exact_grids(proto, proto.domain, codes)
     return proto.release_from_grids(
         grids, float(len(codes)), proto.guarantee(private=False, n=len(codes))
     )

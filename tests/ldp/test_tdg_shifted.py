@@ -10,10 +10,9 @@ client (fugu.testing.audit: false-alarm rate 1e-3, fixed seed) and the accuracy 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
+from ldp_helpers import exact_grids
 
 import fugu
 from fugu.errors import InvalidParameterError
@@ -26,21 +25,6 @@ from fugu.testing import audit
 def _codes(dom: fugu.Domain, n: int, seed: int) -> np.ndarray:
     data = fugu.datasets.correlated_gaussian(n, dom.ndim, int(dom.shape[0]), seed=seed)
     return np.stack([data[a] for a in dom.names], axis=1)
-
-
-def _exact_grids(proto: TDG, codes: np.ndarray) -> list[GridEstimate]:
-    grids = []
-    for gr in proto.groups:
-        edges = proto.edges(gr)
-        cells = [
-            np.searchsorted(e, codes[:, a], side="right") - 1
-            for e, a in zip(edges, gr, strict=True)
-        ]
-        shape = tuple(len(e) - 1 for e in edges)
-        counts = np.bincount(np.ravel_multi_index(cells, shape), minlength=math.prod(shape))
-        names = tuple(proto.domain.names[a] for a in gr)
-        grids.append(GridEstimate(names, edges, counts.reshape(shape).astype(float)))
-    return grids
 
 
 def _true(codes: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -109,7 +93,7 @@ def test_refinement_recovers_half_cells_from_exact_grids() -> None:
     dom = fugu.datasets.synthetic_domain(4, 32)
     codes = _codes(dom, 20_000, 1)
     p = TDG(dom, 1.0, g2=4, partitions="shifted")
-    grids = _exact_grids(p, codes)
+    grids = exact_grids(p, dom, codes)
     for a, name in enumerate(dom.names):
         fine = refined_margin(grids, name)
         np.testing.assert_array_equal(fine.edges[0], np.arange(0, 33, 4))
