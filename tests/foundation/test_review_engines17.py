@@ -585,3 +585,31 @@ def test_a_polars_lazy_frame_is_counted() -> None:
     dom = fugu.Domain([fugu.Ordinal("a", 0, 4)])
     lazy = pl.DataFrame({"a": [1, 2, 2]}).lazy()
     assert fugu.Histogram.from_records(lazy, dom).counts.tolist() == [0, 1, 2, 0, 0]
+
+
+# -- 19. a quote that is never closed ------------------------------------------------------------
+OPEN_QUOTE = 'b\nx\n"a\nb\nx\n'  # the quote opened on line 3 runs to the end of the file
+STRAY = "5'11\""  # a quote inside an unquoted value: read as written by every engine
+
+
+def test_numpy_engine_refuses_a_quote_never_closed(tmp_path: Path) -> None:
+    """pyarrow reads an unclosed quote as one value running to the end of the file: every
+    record after it became part of one label, which out_of_domain='drop' dropped silently
+    (DuckDB refuses the file; with 'error' the label is refused as outside the domain). Stray
+    quotes inside unquoted values are still read."""
+    from fugu.engines import histogram_counts
+
+    path = tmp_path / "open.csv"
+    path.write_text(OPEN_QUOTE)
+    dom = fugu.Domain([fugu.Nominal("b", ["x", "a", "b", STRAY])])
+    for engine in ("numpy", "duckdb"):
+        with pytest.raises(fugu.FileFormatError, match="quote"):
+            fugu.Histogram.from_file(path, dom, engine=engine, out_of_domain="drop")
+    with pytest.raises(fugu.FileFormatError, match="quote"):
+        histogram_counts(path, dom, out_of_domain="drop")
+    with pytest.raises(fugu.DomainError, match="outside the domain"):
+        fugu.Histogram.from_file(path, dom, engine="numpy")
+    path.write_text(f"b\n{STRAY}\nx\nx\n")
+    for engine in ("numpy", "duckdb"):
+        hist = fugu.Histogram.from_file(path, dom, engine=engine)
+        assert hist.counts.tolist() == [2, 0, 0, 1]

@@ -19,6 +19,7 @@ sums the partial results. Mechanisms never see which engine produced their count
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,5 +100,10 @@ def histogram_counts(
         from .duckdb_engine import histogram
 
         return histogram(data, domain, out_of_domain=out_of_domain, sql=sql, **options)
+    if out_of_domain == "drop" and isinstance(data, str | Path) and Path(data).is_file():
+        from .file_numpy import _is_csv, refuse_open_quote
+
+        if _is_csv(data):  # dropped, the rest of the file would go unnoticed
+            refuse_open_quote(data)
     out = partial_counts(data, DomainKey(domain, out_of_domain), domain.size, **options)
     return np.asarray(out, dtype=np.int64)

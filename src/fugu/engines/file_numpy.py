@@ -97,6 +97,64 @@ def _iter_batches(
         )
 
 
+def refuse_open_quote(path: str | Path) -> None:
+    """Refuse a CSV in which a quote is opened and never closed.
+
+    pyarrow reads such a quote as one value running to the end of the file: every record after
+    it became part of one label, refused as outside the domain, but with
+    ``out_of_domain='drop'`` dropped silently (DuckDB refuses the file): the histograms of that
+    policy call this. In a file whose quotes are all paired (RFC 4180: around a value, or
+    doubled inside one) their number is even; an odd number is an open quote or a quote inside
+    an unquoted value (``5'11"``, read as written), which Python's csv module, reading the file
+    strictly, tells apart. Counting costs one pass of ``bytes.count`` (46 MB: 0.07 s); the
+    strict read only happens for a file with an odd number of quotes.
+    """
+    import codecs
+    import csv
+
+    import pyarrow as pa
+
+    quotes = 0
+    with pa.input_stream(str(path)) as stream:  # decompresses *.gz and others
+        while chunk := stream.read(1 << 24):
+            quotes += chunk.count(b'"')
+    if quotes % 2 == 0:
+        return
+    delimiter = "\t" if is_tsv(path) else ","
+    with pa.input_stream(str(path)) as stream:
+        lines = codecs.iterdecode(iter(lambda: stream.read(1 << 20), b""), "utf-8", "replace")
+        try:
+            for _ in csv.reader(_lines_of(lines), delimiter=delimiter, strict=True):
+                pass
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                raise FileFormatError(
+                    f"cannot read {str(path)!r} as CSV: a quote is opened and never closed, so "
+                    "every record after it would be read as one value; close or remove the "
+                    "quote (fugu never drops records)"
+                ) from None
+
+
+def _lines_of(chunks: Iterator[str]) -> Iterator[str]:
+    """Lines (each with its line end, ``\\r`` or ``\\n``) of a stream of text chunks, for
+    :mod:`csv`; :meth:`str.splitlines` would also cut at characters csv reads inside values."""
+    import re
+
+    rest = ""
+    for chunk in chunks:
+        parts = re.split(r"(?<=[\r\n])", rest + chunk)
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
+
+
+def _is_csv(path: str | Path) -> bool:
+    suffixes = "".join(Path(path).suffixes).lower()
+    parquet = ".parquet" in suffixes or ".pq" in suffixes
+    return not parquet and any(s in suffixes for s in (".csv", ".tsv", ".txt"))
+
+
 def is_tsv(path: str | Path) -> bool:
     """Whether a file is tab-separated (``*.tsv``, ``*.tsv.gz``): every engine splits it on
     tabs, every other CSV on commas (RFC 4180; no engine guesses the delimiter)."""
@@ -214,6 +272,8 @@ def histogram_from_file(
         raise InvalidParameterError(
             "the numpy engine reads files; for SQL input use engine='duckdb'"
         )
+    if out_of_domain == "drop" and _is_csv(path) and Path(path).is_file():
+        refuse_open_quote(path)  # dropped, the rest of the file would go unnoticed
     total = np.zeros(domain.size, dtype=np.int64)
     rows = 0
     text = nominal_names(domain)
