@@ -613,3 +613,16 @@ def test_numpy_engine_refuses_a_quote_never_closed(tmp_path: Path) -> None:
     for engine in ("numpy", "duckdb"):
         hist = fugu.Histogram.from_file(path, dom, engine=engine)
         assert hist.counts.tolist() == [2, 0, 0, 1]
+
+
+def test_spark_refuses_a_quote_never_closed_when_dropping(spark: Any, tmp_path: Path) -> None:
+    """Read with multiLine (a line has an odd number of quotes), Spark too took the rest of
+    the file for one value, which out_of_domain='drop' dropped silently."""
+    path = tmp_path / "open.csv"
+    path.write_text(OPEN_QUOTE)
+    dom = fugu.Domain([fugu.Nominal("b", ["x", "a", "b", STRAY])])
+    with pytest.raises(fugu.FileFormatError, match="quote"):
+        fugu.Histogram.from_file(path, dom, engine="spark", spark=spark, out_of_domain="drop")
+    path.write_text(f"b\n{STRAY}\nx\nx\n")
+    hist = fugu.Histogram.from_file(path, dom, engine="spark", spark=spark)
+    assert hist.counts.tolist() == [2, 0, 0, 1]

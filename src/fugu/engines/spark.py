@@ -676,6 +676,11 @@ def histogram_from_file(
     if sql is None:
         if path is None:
             raise InvalidParameterError("give a file path or sql=... (a Spark SQL query)")
+        if out_of_domain == "drop" and "://" not in str(path) and Path(path).is_file():
+            from .file_numpy import _is_csv, refuse_open_quote
+
+            if format == "csv" or (format is None and _is_csv(path)):
+                refuse_open_quote(path)  # dropped, the rest of the file would go unnoticed
         data: Any = read(path, spark, format=format, text_columns=nominal_names(domain))
     else:
         data = (spark or session()).sql(sql)
