@@ -12,6 +12,8 @@ Each test failed before the fix it comes with (see the commit messages). Found a
   sample, reading the column written ``' age'`` for ``age``, Spark merging non-UTF-8 labels
   into U+FFFD, a float above an ordinal range given a code past its end, columns named like
   the engines' own ``__n`` / ``__fugu_partition``, 2-d columns flattened into more records;
+* records swallowed: a quote never closed read as one value to the end of the file, which
+  ``out_of_domain='drop'`` dropped silently (numpy, Spark);
 * bad input that raised Python's own errors (unsigned columns below zero, bounds beyond
   int64, scalars as columns, options an engine does not take, directories, streams).
 
