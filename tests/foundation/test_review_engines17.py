@@ -628,3 +628,14 @@ def test_spark_refuses_a_quote_never_closed_when_dropping(spark: Any, tmp_path: 
     path.write_text(f"b\n{STRAY}\nx\nx\n")
     hist = fugu.Histogram.from_file(path, dom, engine="spark", spark=spark)
     assert hist.counts.tolist() == [2, 0, 0, 1]
+
+
+def test_arrow_array_keeps_trailing_nul_bytes_of_a_list() -> None:
+    """Review 18's note: report columns given as Python lists of bytes reach Arrow through
+    ``_arrow_array`` on the Spark path too (aggregator.absorb); numpy's fixed-width array
+    dropped trailing NUL bytes, so an all-zero OUE bit vector became b'' and was rejected."""
+    from fugu.engines.duckdb_engine import _arrow_array
+
+    vals = [b"\x01\x00", b"\x00\x00", b"ab"]
+    assert _arrow_array(vals).to_pylist() == vals
+    assert _arrow_array(["a", "b"]).to_pylist() == ["a", "b"]

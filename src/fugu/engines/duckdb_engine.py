@@ -420,6 +420,10 @@ def _arrow_array(values: Any, name: str = "a column") -> Any:
     if type(values).__module__.split(".")[0] == "pyarrow":
         return values
     arr = np.asarray(values)
+    if arr.ndim == 1 and arr.dtype.kind in "SU" and not isinstance(values, np.ndarray):
+        # a list of bytes or str: numpy's fixed-width array drops trailing NUL bytes
+        # (b"\x01\x00" -> b"\x01", an all-zero bit vector -> b""), Arrow keeps them
+        return pa.array(list(values))
     if arr.ndim == 2 and arr.dtype == np.uint8:
         buf = pa.py_buffer(np.ascontiguousarray(arr).tobytes())
         return pa.Array.from_buffers(pa.binary(arr.shape[1]), arr.shape[0], [None, buf])
