@@ -531,12 +531,14 @@ class Accountant:
         A reader never sees a half-written file. ``save`` alone does not lock: to share a ledger
         between processes use :func:`ledger_file`, which locks around read-check-spend-write.
         It refuses to write over a ledger file that records a spend this accountant does not
-        hold (a fresh accountant saved over a spent ledger would forget its spends): create
-        ledgers with :func:`create_ledger`, which never overwrites.
+        hold (a fresh accountant saved over a spent ledger would forget its spends), or with a
+        larger total ε or δ, another model or another policy than the file declares (the total
+        would be raised without notice): create ledgers with :func:`create_ledger`, which never
+        overwrites.
         """
         # through a symlink: replace the file it points to, not the link
         real = Path(os.path.realpath(path))
-        _refuse_forgetting(real, self.ledger)
+        _refuse_forgetting(real, self.ledger, self.budget)
         _atomic_write(real, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
@@ -768,14 +770,21 @@ def _check_number(value: Any, name: str, bad: Any) -> float:
     return v
 
 
-def _refuse_forgetting(path: Path, ledger: Sequence[LedgerEntry]) -> None:
-    """Raise if the ledger file ``path`` records a spend missing from ``ledger``."""
+def _refuse_forgetting(
+    path: Path, ledger: Sequence[LedgerEntry], budget: Budget | None = None
+) -> None:
+    """Raise if the ledger file ``path`` records a spend missing from ``ledger``, or if
+    ``budget`` would loosen the budget it declares (a larger ε or δ total, another model, a
+    policy other than the file's, which may only be bound from an older form to an identifier).
+    """
     if not path.exists():
         return
     try:
         old = Accountant.load(path)
     except LedgerError:
         return  # not a valid ledger: no spend recorded there to keep
+    if budget is not None:
+        _refuse_loosening(path, old.budget, budget)
 
     def key(e: LedgerEntry) -> tuple[float, str, str, float]:
         return (e.epsilon, e.what, e.time, e.delta)
@@ -790,6 +799,31 @@ def _refuse_forgetting(path: Path, ledger: Sequence[LedgerEntry]) -> None:
             "fugu.budget.ledger_file(path) as acct:', create new ledgers with "
             "fugu.budget.create_ledger (it never overwrites), or delete the old file "
             "deliberately if its releases were never published"
+        )
+
+
+def _refuse_loosening(path: Path, old: Budget, new: Budget) -> None:
+    """Raise if writing ``new`` over the ledger ``path``, which declares ``old``, would raise
+    its total, change its model or untie its policy: only ``fugu ledger init`` sets a total."""
+    changes = []
+    if new.epsilon > old.epsilon:
+        changes.append(f"total epsilon {old.epsilon:g} -> {new.epsilon:g}")
+    if new.delta > old.delta:
+        changes.append(f"total delta {old.delta:g} -> {new.delta:g}")
+    if not same_model(new.model, old.model):
+        changes.append(f"model {old.model!r} -> {new.model!r}")
+    binds = old.policy is None or (
+        not is_policy_identifier(old.policy) and is_policy_identifier(new.policy)
+    )
+    if new.policy != old.policy and not binds:
+        changes.append(f"policy {old.policy!r} -> {new.policy!r}")
+    if changes:
+        raise LedgerError(
+            f"ledger {str(path)!r} declares total epsilon {old.epsilon:g} ({old.model}); "
+            f"writing this accountant over it would change {'; '.join(changes)} without notice, "
+            "and the releases already charged to it were made against the declared total. "
+            "Spend from the ledger as it is ('with fugu.budget.ledger_file(path) as acct:'), "
+            "or start a new ledger for a new budget with 'fugu ledger init NEW_PATH --total EPS'"
         )
 
 
