@@ -327,6 +327,7 @@ class Accountant:
         neighbours = _check_neighbours_text(neighbours)
         with self._lock:
             self._check_open()
+            self._check_names_policy(policy)
             self._check_common_policy(policy)
             self._check_common_neighbours(neighbours)
             self.check(epsilon, what)
@@ -391,6 +392,7 @@ class Accountant:
             _check_central_parallel(neighbours, individuals)
         with self._lock:
             self._check_open()
+            self._check_names_policy(policy)
             self._check_common_policy(policy)
             self._check_common_neighbours(neighbours)
             self.check(eps, label)
@@ -462,6 +464,20 @@ class Accountant:
             raise InvalidParameterError(
                 f"this accountant tracks the Blowfish policy {b.policy!r}; a release under policy "
                 f"{policy!r} composes only under a common policy"
+            )
+
+    def _check_names_policy(self, policy: str | None) -> None:
+        """A spend on a Blowfish budget tied to a policy must name its release's policy: one
+        under no named policy would be summed with the releases under the tied one."""
+        b = self.budget
+        if policy is not None or not same_model(b.model, "blowfish"):
+            return
+        tied = b.policy or next((e.policy for e in self.ledger if e.policy is not None), None)
+        if tied is not None:
+            raise InvalidParameterError(
+                f"this Blowfish budget is tied to the policy {tied!r}; a spend must name the "
+                "policy of its release (policy=<fugu.blowfish.Policy> or its identifier): "
+                "releases compose only under a common policy"
             )
 
     def _check_common_policy(self, policy: str | None) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import fugu
 from fugu.budget import Accountant, Budget, create_ledger, ledger_file
-from fugu.errors import LedgerError
+from fugu.errors import InvalidParameterError, LedgerError
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="ledger files need fcntl.flock")
 
@@ -44,3 +45,26 @@ def test_raising_the_total_inside_a_ledger_block_never_reaches_the_file(tmp_path
         assert acct.ledger == []
     after = Accountant.load(path)
     assert after.budget.epsilon == 1.0 and after.spent == 0
+
+
+# == 2. a Blowfish budget tied to a policy refuses a spend that names none =======================
+def test_a_blowfish_spend_without_a_policy_is_refused_by_a_tied_budget() -> None:
+    """Before: ``spend(1.0, ..., model="blowfish")`` with no policy was summed into a budget tied
+    to the line policy (and into one whose first spend tied it), so a release under any policy
+    (or none) composed with it."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 9)])
+    line = fugu.blowfish.Policy.line(dom)
+    tied = Accountant(Budget(2.0, model="blowfish", policy=line))
+    untied = Accountant(Budget(2.0, model="blowfish"))
+    untied.spend(0.5, "first ties it", model="blowfish", policy=line)
+    for acct in (tied, untied):
+        before = list(acct.ledger)
+        with pytest.raises(InvalidParameterError, match="policy"):
+            acct.spend(1.0, "no policy", model="blowfish")
+        with pytest.raises(InvalidParameterError, match="policy"):
+            acct.spend(1.0, "no policy, no model")
+        with pytest.raises(InvalidParameterError, match="policy"):
+            acct.parallel([0.5, 0.5], ["a", "b"], disjoint_by="rule", model="blowfish")
+        assert acct.ledger == before
+    tied.spend(0.5, "under its policy", model="blowfish", policy=line)
+    assert tied.spent == 0.5
