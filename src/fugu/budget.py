@@ -659,7 +659,9 @@ class Accountant:
         total_delta = _check_delta(b.get("delta", 0.0), "budget delta", bad)
         acct = cls(Budget(total, model=model, policy=policy, delta=total_delta))
         acct.ledger = ledger
-        if acct.spent > total + 1e-9:
+        # the slack spend() allows (relative, 1e-12); an absolute 1e-9 let a small total be
+        # exceeded by a large fraction of itself
+        if acct.spent > total * (1 + _TOL):
             raise bad(
                 f"its entries spend {acct.spent:g}, more than its total {total:g} "
                 "(it was edited by hand or written without a lock)"

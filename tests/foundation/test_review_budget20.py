@@ -6,6 +6,7 @@ randomness decides them), so their false-failure rate is 0.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -68,3 +69,26 @@ def test_a_blowfish_spend_without_a_policy_is_refused_by_a_tied_budget() -> None
         assert acct.ledger == before
     tied.spend(0.5, "under its policy", model="blowfish", policy=line)
     assert tied.spent == 0.5
+
+
+# == 3. a ledger file that spends more than its total is refused, however small the total ========
+def _write_ledger(path: Path, total: float, entries: list[dict[str, object]]) -> None:
+    budget = {"epsilon": total, "model": "central-dp", "policy": None, "delta": 0.0}
+    doc = {"format": "fugu-ledger", "version": 1, "budget": budget, "ledger": entries}
+    path.write_text(json.dumps(doc))
+
+
+def test_a_ledger_overspent_by_a_small_absolute_amount_is_refused(tmp_path: Path) -> None:
+    """Before: load allowed an absolute 1e-9 over the total, so a ledger of total 1e-6 whose
+    entries spend 1.0009e-6 (0.09% over) loaded; spend() itself allows a relative 1e-12 only."""
+    path = tmp_path / "l.json"
+    entry = {"epsilon": 1.0009e-6, "what": "x", "time": "2026-01-01T00:00:00Z", "parts": []}
+    _write_ledger(path, 1e-6, [entry])
+    with pytest.raises(LedgerError, match="more than its total"):
+        Accountant.load(path)
+    # what spend() accepts still loads: 0.1 + 0.2 + 0.7 against 1
+    create_ledger(tmp_path / "ok.json", 1.0)
+    with ledger_file(tmp_path / "ok.json") as acct:
+        for e in (0.1, 0.2, 0.7):
+            acct.spend(e, "part", neighbours="replace")
+    assert Accountant.load(tmp_path / "ok.json").remaining == 0
