@@ -240,3 +240,15 @@ def test_old_shifted_tdg_statistic_could_not_fail() -> None:
 
     res = audit(mech, [0, 0, 0], [7, 7, 7], EPS, n_runs=60_000, discrete=True, vectorised=True)
     assert res.epsilon_point_estimate < math.log((math.exp(2 * EPS) + 1) / 2) + 0.1, str(res)
+
+
+# -- claims: the released guarantee says what the module docstring says ---------------------------
+def test_node_laplace_baseline_guarantee_names_the_node_dp_source() -> None:
+    """The node-DP baseline's guarantee gave the edge-DP source ('edge-DP sensitivities as in
+    Karwa et al.') where the module docstring names the degree-bound baseline's."""
+    g1, _ = _node_pair("triangle", 4)
+    node = fugu.graph.laplace_count(g1, "triangle", EPS, unit="node", degree_bound=4).guarantee
+    assert "Kasiviswanathan" in node.source and "degree" in node.source
+    assert "edge-DP" not in node.source
+    edge = fugu.graph.laplace_count(g1, "triangle", EPS, unit="edge").guarantee
+    assert "Karwa" in edge.source and "Dwork" in edge.source

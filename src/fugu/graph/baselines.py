@@ -36,6 +36,15 @@ from .patterns import _normalise, check_graph, check_unit, enumerate_pattern, pa
 
 __all__ = ["laplace_count", "global_sensitivity"]
 
+#: The released guarantee's source, per unit (as in the module docstring).
+SOURCES = {
+    "edge": "Dwork, McSherry, Nissim, Smith 2006; edge-DP sensitivities as in Karwa et al. "
+    "(PVLDB 2011)",
+    "node": "Dwork, McSherry, Nissim, Smith 2006; node DP on graphs of public maximum degree D "
+    "(the degree-bound baseline of Kasiviswanathan et al., TCC 2013, and Blocki et al., ITCS "
+    "2013); sensitivity = the most occurrences one node of degree <= D can be in",
+}
+
 
 def _automorphisms(h: nx.Graph) -> int:
     gm = nx.algorithms.isomorphism.GraphMatcher(h, h)
@@ -164,7 +173,7 @@ def laplace_count(
         mechanism="laplace (global sensitivity)",
         rng=source,
         sensitivity=float(gs),
-        source="Dwork et al. 2006; edge-DP sensitivities as in Karwa et al. (PVLDB 2011)",
+        source=SOURCES[unit],
         parameters={
             "statistic": f"{name} count",
             "noise": "discrete Laplace",
