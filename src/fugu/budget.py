@@ -656,6 +656,7 @@ class Accountant:
                     eps, e["what"], e["time"], tuple(parts), entry_policy, entry_delta, entry_nb
                 )
             )
+        _check_entries_compose(ledger, policy, bad)
         total_delta = _check_delta(b.get("delta", 0.0), "budget delta", bad)
         acct = cls(Budget(total, model=model, policy=policy, delta=total_delta))
         acct.ledger = ledger
@@ -714,6 +715,29 @@ def _entry_dict(e: LedgerEntry) -> dict[str, Any]:
 
 #: The central-DP neighbour relations a ledger entry may record (see ``fugu.mechanism``).
 NEIGHBOUR_RELATIONS = ("replace", "add-remove")
+
+
+def _check_entries_compose(
+    ledger: Sequence[LedgerEntry], policy: str | None, bad: Callable[[str], LedgerError]
+) -> None:
+    """Raise ``bad`` if a ledger file's entries could not have been recorded together: spends
+    under both neighbour relations, or under two policy identifiers (or one other than the
+    budget's), which :meth:`Accountant.spend` refuses to sum. Policies named in an older form
+    are left to :meth:`Accountant.bind_policy`."""
+    relations = sorted({e.neighbours for e in ledger if e.neighbours is not None})
+    if len(relations) > 1:
+        raise bad(
+            f"its entries were spent under both neighbour relations {relations}, whose epsilons "
+            "do not add up to a guarantee under either"
+        )
+    idents = {e.policy for e in ledger if is_policy_identifier(e.policy)}
+    if is_policy_identifier(policy):
+        idents.add(policy)
+    if len(idents) > 1:
+        raise bad(
+            f"its entries and budget name {len(idents)} Blowfish policies "
+            f"({', '.join(sorted(str(i) for i in idents))}); releases compose only under one"
+        )
 
 
 def _check_central_parallel(neighbours: str | None, individuals: object) -> None:

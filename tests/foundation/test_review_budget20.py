@@ -92,3 +92,33 @@ def test_a_ledger_overspent_by_a_small_absolute_amount_is_refused(tmp_path: Path
         for e in (0.1, 0.2, 0.7):
             acct.spend(e, "part", neighbours="replace")
     assert Accountant.load(tmp_path / "ok.json").remaining == 0
+
+
+# == 4. a ledger file whose entries could not compose is refused ================================
+@pytest.mark.parametrize(
+    ("budget_policy", "fields"),
+    [
+        (None, [{"neighbours": "replace"}, {"neighbours": "add-remove"}]),
+        (None, [{"policy": "line [domain 0000000000000000, graph 0000000000000000]"},
+                {"policy": "full [domain 0000000000000000, graph 1111111111111111]"}]),
+        ("line [domain 0000000000000000, graph 0000000000000000]",
+         [{"policy": "full [domain 0000000000000000, graph 1111111111111111]"}]),
+    ],
+)  # fmt: skip
+def test_a_ledger_whose_entries_do_not_compose_is_refused(
+    tmp_path: Path, budget_policy: str | None, fields: list[dict[str, str]]
+) -> None:
+    """Before: a ledger (edited by hand) with entries under both neighbour relations, or under
+    two Blowfish policies, loaded; its accountant then accepted spends under either, summing ε
+    that compose under neither (spend() refuses to record such a ledger)."""
+    path = tmp_path / "l.json"
+    entries = [
+        {"epsilon": 0.1, "what": f"r{i}", "time": "2026-01-01T00:00:00Z", "parts": [], **f}
+        for i, f in enumerate(fields)
+    ]
+    model = "central-dp" if "neighbours" in fields[0] else "blowfish"
+    budget = {"epsilon": 1.0, "model": model, "policy": budget_policy, "delta": 0.0}
+    doc = {"format": "fugu-ledger", "version": 1, "budget": budget, "ledger": entries}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(LedgerError, match="corrupt"):
+        Accountant.load(path)
