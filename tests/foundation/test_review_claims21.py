@@ -252,3 +252,17 @@ def test_node_laplace_baseline_guarantee_names_the_node_dp_source() -> None:
     assert "edge-DP" not in node.source
     edge = fugu.graph.laplace_count(g1, "triangle", EPS, unit="edge").guarantee
     assert "Karwa" in edge.source and "Dwork" in edge.source
+
+
+def test_blowfish_real_valued_query_guarantee_states_the_grid_noise() -> None:
+    """A real-valued query (a sum with weight 0.3) is released with discrete Laplace on a
+    power-of-two grid and the sensitivity rounded up to it (module docstring); the guarantee said
+    'discrete Laplace' of scale S/eps, the integer path's text."""
+    rel = blowfish_laplace(_hist(2, 4), EPS, Policy.line(DOM6), query=SumQuery("x", max_weight=0.3))
+    p = rel.guarantee.parameters
+    assert "grid" in p["noise"] and p["grid"] > 0
+    assert p["effective_sensitivity"] >= 0.3 and p["scale"] == p["effective_sensitivity"] / EPS
+    assert rel.guarantee.sensitivity == pytest.approx(0.3)
+    whole = blowfish_laplace(_hist(2, 4), EPS, Policy.line(DOM6), query=SumQuery("x"))
+    assert whole.guarantee.parameters["noise"] == "discrete Laplace"
+    assert "grid" not in whole.guarantee.parameters

@@ -29,6 +29,7 @@ Expected error: each output has variance ``2p/(1−p)²`` with ``p = e^{−ε/S}
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -222,6 +223,16 @@ def laplace(
     gamma = float(grid_granularity(sens, max(1, int(w.shape[0]))))
     exact = _exact_on_grid(w, counts, gamma)
     vals, info = grid_laplace(exact, sens, eps, source)
+    # the noise is on the grid, with the sensitivity rounded up to it: say so (the guarantee
+    # said 'discrete Laplace' of scale S/eps, as on the integer path)
+    grid_params = {
+        **params,
+        "noise": "discrete Laplace on a power-of-two grid",
+        "grid": float(np.min(info.granularity)),
+        "effective_sensitivity": info.effective_sensitivity,
+        "scale": info.effective_sensitivity / eps,
+    }
+    g = dataclasses.replace(g, parameters=grid_params)
     return LinearRelease(hist.domain, g, vals, info.variance(), labels)
 
 
