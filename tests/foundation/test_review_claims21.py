@@ -266,3 +266,15 @@ def test_blowfish_real_valued_query_guarantee_states_the_grid_noise() -> None:
     whole = blowfish_laplace(_hist(2, 4), EPS, Policy.line(DOM6), query=SumQuery("x"))
     assert whole.guarantee.parameters["noise"] == "discrete Laplace"
     assert "grid" not in whole.guarantee.parameters
+
+
+def test_tdg_shifted_guarantee_names_fugus_extension() -> None:
+    """TDG with shifted partitions (fugu's extension, module docstring) was released with the
+    paper's source alone ('Section 4 (TDG)'); the aligned layout keeps the paper's text."""
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    data = fugu.datasets.correlated_gaussian(3_000, 3, 8, seed=1)
+    shifted = ldp.TDG(dom, EPS, g2=2, partitions="shifted")
+    g = shifted.simulate(data, rng=fugu.RandomSource(seed=2)).guarantee
+    assert "Section 4 (TDG)" in g.source and "fugu's extension" in g.source
+    aligned = ldp.TDG(dom, EPS, g2=2, partitions="aligned")
+    assert aligned.simulate(data, rng=fugu.RandomSource(seed=2)).guarantee.source == ldp.TDG.source

@@ -43,6 +43,7 @@ Where fugu departs from the authors' code (privmdr; spec §7), and why:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from itertools import combinations
@@ -84,6 +85,14 @@ from .protocol import Client, LDPProtocol, Reports
 
 if TYPE_CHECKING:
     from ..budget import Accountant
+
+#: Added to a grid protocol's source when its partitions are shifted (TDG's default at g2 <= 2).
+SHIFTED_SOURCE = (
+    "; shifted partitions (grids of pairs (j, k) with j + k odd cut half a cell further, margins "
+    "made consistent on the common refinement): fugu's extension, not in the paper; the layout "
+    "is public and fixed before any report, so the privacy argument is the paper's "
+    "(docs/ldp_grids.md)"
+)
 
 __all__ = [
     "ALPHA1",
@@ -372,6 +381,16 @@ class GridProtocol(LDPProtocol):
         return self._grouped
 
     # -- LDPProtocol hooks ---------------------------------------------------------------------
+    def guarantee(
+        self, *, private: bool, n: int, post_processing: tuple[str, ...] = ()
+    ) -> Guarantee:
+        """The protocol's guarantee; with shifted partitions its source names fugu's extension
+        (the paper's grids are aligned)."""
+        g = super().guarantee(private=private, n=n, post_processing=post_processing)
+        if self.partitions != "shifted":
+            return g
+        return dataclasses.replace(g, source=g.source + SHIFTED_SOURCE)
+
     def _params(self) -> dict[str, Any]:
         self._require()
         p: dict[str, Any] = {"g2": list(self.g2 or [])}
