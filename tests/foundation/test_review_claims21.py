@@ -278,3 +278,24 @@ def test_tdg_shifted_guarantee_names_fugus_extension() -> None:
     assert "Section 4 (TDG)" in g.source and "fugu's extension" in g.source
     aligned = ldp.TDG(dom, EPS, g2=2, partitions="aligned")
     assert aligned.simulate(data, rng=fugu.RandomSource(seed=2)).guarantee.source == ldp.TDG.source
+
+
+# -- central Laplace under add/remove neighbours (only replace-one was audited) --------------------
+def _central(neighbours: str) -> Callable[..., Any]:
+    def mech(h: fugu.Histogram, rng: fugu.RandomSource) -> np.ndarray:
+        return fugu.central.laplace(h, EPS, neighbours=neighbours, rng=rng).counts
+
+    return mech
+
+
+def _hist3(counts: list[int]) -> fugu.Histogram:
+    return fugu.Histogram(np.array(counts), fugu.Domain([fugu.Ordinal("v", 0, 2)]))
+
+
+def test_central_laplace_add_remove_passes_audit_and_fails_on_a_replacement() -> None:
+    """Add/remove (sensitivity 1): one record added to cell 1 passes at ε = 1; the same
+    calibration audited on a replacement (L1 change 2, the replace-one relation) is really 2ε."""
+    added = audit(_central("add-remove"), _hist3([3, 0, 5]), _hist3([3, 1, 5]), EPS, n_runs=5_000)
+    assert added.passed, str(added)
+    moved = audit(_central("add-remove"), _hist3([3, 0, 5]), _hist3([2, 1, 5]), EPS, n_runs=5_000)
+    assert not moved.passed, str(moved)
