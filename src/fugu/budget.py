@@ -439,9 +439,16 @@ class Accountant:
         may use the exact n) has no add/remove guarantee at all, so summing the two ε would state
         a guarantee neither relation gives. The first recorded relation ties the budget.
         """
-        if neighbours is None:
-            return
         used = {e.neighbours for e in self.ledger if e.neighbours is not None}
+        if neighbours is None:
+            if used and same_model(self.budget.model, "central-dp"):
+                # a spend of no stated relation may be an add/remove epsilon (2x under replace)
+                raise InvalidParameterError(
+                    f"this budget has been spent on releases with neighbours="
+                    f"{sorted(used)[0]!r}; a spend must state its neighbour relation "
+                    f"(neighbours={sorted(used)[0]!r}) to be summed with them"
+                )
+            return
         if used and neighbours not in used:
             raise InvalidParameterError(
                 f"this budget has been spent on releases with neighbours={sorted(used)[0]!r}; a "

@@ -122,3 +122,20 @@ def test_a_ledger_whose_entries_do_not_compose_is_refused(
     path.write_text(json.dumps(doc))
     with pytest.raises(LedgerError, match="corrupt"):
         Accountant.load(path)
+
+
+# == 5. a central-DP budget tied to a neighbour relation refuses a spend that names none ==========
+def test_a_central_spend_without_a_relation_is_refused_by_a_tied_budget() -> None:
+    """Before: after a replace-one spend, ``spend(0.3, "x")`` (no relation) was summed with it,
+    though it may be an add/remove ε (2ε under replace-one)."""
+    acct = Accountant(1.0)
+    acct.spend(0.3, "replace-one cube", neighbours="replace")
+    with pytest.raises(InvalidParameterError, match="neighbours"):
+        acct.spend(0.3, "no relation")
+    with pytest.raises(InvalidParameterError, match="neighbours"):
+        acct.parallel([0.2, 0.2], ["a", "b"], disjoint_by="rule", individuals=True)
+    assert acct.spent == 0.3
+    acct.spend(0.3, "same relation", neighbours="replace")
+    fresh = Accountant(1.0)
+    fresh.spend(0.3, "untied: no relation recorded yet")  # as before
+    assert fresh.spent == 0.3
