@@ -299,3 +299,21 @@ def test_central_laplace_add_remove_passes_audit_and_fails_on_a_replacement() ->
     assert added.passed, str(added)
     moved = audit(_central("add-remove"), _hist3([3, 0, 5]), _hist3([2, 1, 5]), EPS, n_runs=5_000)
     assert not moved.passed, str(moved)
+
+
+def _kmeans(**kw: Any) -> Any:
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 255), fugu.Ordinal("y", 0, 255)])
+    pts = np.random.default_rng(0).integers(0, 256, size=(3_000, 2))
+    return fugu.blowfish.KMeans(3, epsilon=EPS, domain=dom, **kw).fit(pts)
+
+
+def test_kmeans_guarantee_does_not_give_q_sums_sensitivity_as_the_whole_releases() -> None:
+    """The k-means release noises q_size (sensitivity 2), q_sum (510 here) and the grid start's
+    histogram (2); its guarantee gave sensitivity=510 (q_sum's), which describe() printed as
+    'Mechanism: kmeans (sensitivity 510)'. The field is None (not one number, as the Guarantee
+    docstring says) and the parameters keep each part's."""
+    g = _kmeans(rng=fugu.RandomSource(seed=1)).guarantee_
+    assert g.sensitivity is None and "sensitivity" not in g.describe().split("\n")[1]
+    p = g.parameters
+    assert p["q_size_sensitivity"] == 2.0 and p["q_sum_sensitivity"] == 510.0
+    assert p["init_grid_sensitivity"] == 2.0

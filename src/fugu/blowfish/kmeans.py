@@ -875,7 +875,9 @@ class KMeans:
             neighbours=_neighbours(graph) if blowfish else "replace",
             mechanism="kmeans",
             rng=source,
-            sensitivity=s_sum,
+            # several queries, each with its own sensitivity (q_size, q_sum, the grid start's
+            # histogram: all in the parameters); q_sum's alone read as the whole release's
+            sensitivity=None,
             source="He, Machanavajjhala, Ding, Blowfish Privacy (SIGMOD 2014), k-means section; "
             "CACM 58(3) 2015 Def. 7; Blum et al. SuLQ (PODS 2005)",
             parameters=params,
