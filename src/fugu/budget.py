@@ -561,6 +561,7 @@ class Accountant:
         """
         # through a symlink: replace the file it points to, not the link
         real = Path(os.path.realpath(path))
+        _refuse_hard_links(real)
         _refuse_forgetting(real, self.ledger, self.budget)
         _atomic_write(real, json.dumps(self.to_dict(), indent=2) + "\n")
 
@@ -876,6 +877,22 @@ def _refuse_loosening(path: Path, old: Budget, new: Budget) -> None:
         )
 
 
+def _refuse_hard_links(path: Path) -> None:
+    """LedgerError if the ledger ``path`` has another hard link: each name takes its own lock,
+    and the first atomic write (a rename) makes the names two files, two budgets."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return  # no file yet (or unreadable: reading it says why)
+    if links > 1:
+        raise LedgerError(
+            f"ledger {str(path)!r} has {links} hard links; spending through one name would "
+            "split it from the others (each write replaces the file), so each name would "
+            "spend the whole total. Keep one name (remove the other links) and share it with "
+            "a symbolic link, which fugu follows to the one file and its one lock"
+        )
+
+
 def _require_ledger_file(p: Path) -> None:
     """LedgerError, saying how to create the ledger, when there is no file ``p``."""
     if not p.exists():
@@ -1050,6 +1067,7 @@ def ledger_file(
     # its working folder (a relative path) or the link is pointed elsewhere inside the block
     real = Path(os.path.realpath(p))
     with _exclusive_lock(real) as still_held:
+        _refuse_hard_links(real)
         acct = Accountant.load(real)
         rebound = acct.bind_policy(policy) if isinstance(policy, NamedPolicy) else []
         b = acct.budget

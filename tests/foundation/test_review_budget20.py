@@ -7,6 +7,7 @@ randomness decides them), so their false-failure rate is 0.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -139,3 +140,23 @@ def test_a_central_spend_without_a_relation_is_refused_by_a_tied_budget() -> Non
     fresh = Accountant(1.0)
     fresh.spend(0.3, "untied: no relation recorded yet")  # as before
     assert fresh.spent == 0.3
+
+
+# == 6. a ledger with a second hard link is refused: writes would split it into two budgets ======
+def test_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
+    """Before: a ledger with two hard-linked names took a lock per name, and its first atomic
+    write (rename) split the names into two files: 0.9 spent through each of a total of 1."""
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    create_ledger(first, 1.0)
+    os.link(first, second)
+    for name in (first, second):
+        with pytest.raises(LedgerError, match="hard link"):
+            with ledger_file(name) as acct:
+                acct.spend(0.9, f"via {name.name}", neighbours="replace")
+        with pytest.raises(LedgerError, match="hard link"):
+            Accountant.load(name).save(name)
+    assert Accountant.load(first).spent == 0 and os.path.samefile(first, second)
+    os.unlink(second)  # one name again: usable
+    with ledger_file(first) as acct:
+        acct.spend(0.9, "one name", neighbours="replace")
+    assert Accountant.load(first).spent == 0.9
