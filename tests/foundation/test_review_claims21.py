@@ -317,3 +317,12 @@ def test_kmeans_guarantee_does_not_give_q_sums_sensitivity_as_the_whole_releases
     p = g.parameters
     assert p["q_size_sensitivity"] == 2.0 and p["q_sum_sensitivity"] == 510.0
     assert p["init_grid_sensitivity"] == 2.0
+
+
+def test_kmeans_guarantee_names_the_grid_start_and_plan_source() -> None:
+    """The default fit starts from Su et al.'s private grid (EUGkM) and takes its number of
+    updates and ε split from Su et al. (CODASPY 2016, kmeans_init / kmeans_queries); the
+    guarantee's source named only the Blowfish paper and SuLQ."""
+    g = _kmeans(rng=fugu.RandomSource(seed=1)).guarantee_
+    assert g.parameters["init"].startswith("private grid start")
+    assert "Su, Cao, Li, Bertino, Jin" in g.source and "CODASPY 2016" in g.source

@@ -879,7 +879,8 @@ class KMeans:
             # histogram: all in the parameters); q_sum's alone read as the whole release's
             sensitivity=None,
             source="He, Machanavajjhala, Ding, Blowfish Privacy (SIGMOD 2014), k-means section; "
-            "CACM 58(3) 2015 Def. 7; Blum et al. SuLQ (PODS 2005)",
+            "CACM 58(3) 2015 Def. 7; Blum et al. SuLQ (PODS 2005); Su, Cao, Li, Bertino, Jin, "
+            "CODASPY 2016 (EUGkM grid start, number of updates and q_size/q_sum split)",
             parameters=params,
             data_options={"out_of_domain": "clip" if self.clip else "error"},
         )
