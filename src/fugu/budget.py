@@ -831,8 +831,13 @@ def _refuse_forgetting(
         return
     try:
         old = Accountant.load(path)
-    except LedgerError:
-        return  # not a valid ledger: no spend recorded there to keep
+    except LedgerError as exc:
+        # a ledger written by a newer fugu, or damaged: it may record spends all the same
+        raise LedgerError(
+            f"{str(path)!r} exists and is not a ledger this fugu can read ({exc}); writing over "
+            "it would forget any spend it records. Choose another path, or delete it "
+            "deliberately if the releases it recorded were never published"
+        ) from None
     if budget is not None:
         _refuse_loosening(path, old.budget, budget)
 

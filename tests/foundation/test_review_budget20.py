@@ -160,3 +160,21 @@ def test_a_hard_linked_ledger_is_refused(tmp_path: Path) -> None:
     with ledger_file(first) as acct:
         acct.spend(0.9, "one name", neighbours="replace")
     assert Accountant.load(first).spent == 0.9
+
+
+# == 7. save never writes over a file that is not a ledger it can read ===========================
+@pytest.mark.parametrize("damage", ["newer", "corrupt"])
+def test_save_over_an_unreadable_ledger_is_refused(tmp_path: Path, damage: str) -> None:
+    """Before: a file that did not load as a ledger (written by a newer fugu, or damaged) was
+    taken to record no spend, and a fresh accountant with a new total was written over it."""
+    path = tmp_path / "l.json"
+    entry = {"epsilon": 0.9, "what": "x", "time": "2026-01-01T00:00:00Z", "parts": []}
+    _write_ledger(path, 1.0, [entry])
+    text = path.read_text()
+    text = text.replace('"version": 1', '"version": 2') if damage == "newer" else text[:-3]
+    path.write_text(text)
+    with pytest.raises(LedgerError):
+        Accountant.load(path)
+    with pytest.raises(LedgerError, match="not a ledger this fugu can read"):
+        Accountant(5.0).save(path)
+    assert path.read_text() == text
