@@ -639,3 +639,12 @@ def test_arrow_array_keeps_trailing_nul_bytes_of_a_list() -> None:
     vals = [b"\x01\x00", b"\x00\x00", b"ab"]
     assert _arrow_array(vals).to_pylist() == vals
     assert _arrow_array(["a", "b"]).to_pylist() == ["a", "b"]
+
+
+def test_from_records_records_the_engine_that_counted() -> None:
+    """Review 17's note: Histogram.from_records(engine='duckdb') counts in-memory records with
+    numpy but recorded 'duckdb' as the engine in the release's data options."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 3)])
+    h = fugu.Histogram.from_records({"x": [0, 1, 1, 3]}, dom, engine="duckdb")
+    assert h.data_options["engine"] == "numpy"
+    assert h.counts.tolist() == [1, 2, 0, 1]
