@@ -178,3 +178,20 @@ def test_save_over_an_unreadable_ledger_is_refused(tmp_path: Path, damage: str) 
     with pytest.raises(LedgerError, match="not a ledger this fugu can read"):
         Accountant(5.0).save(path)
     assert path.read_text() == text
+
+
+# == 8. the CLI refuses an output path it cannot write before it charges the ledger ==============
+def test_release_out_naming_a_directory_is_refused_before_the_charge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: ``fugu release --out d`` with a directory ``d.npz`` (Release.save adds .npz)
+    charged 0.5 to the ledger, then failed to write ('Is a directory')."""
+    from fugu.cli import main
+
+    ledger = tmp_path / "l.json"
+    create_ledger(ledger, 1.0)
+    (tmp_path / "d.npz").mkdir()
+    args = ["release", "--data", "adult", "-a", "age", "-e", "0.5", "--ledger", str(ledger)]
+    assert main([*args, "--out", str(tmp_path / "d")]) != 0
+    assert "directory" in capsys.readouterr().err
+    assert Accountant.load(ledger).spent == 0

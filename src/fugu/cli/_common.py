@@ -680,6 +680,13 @@ def refuse_overwriting(
             f"(nothing was read or spent)",
             param_hint=f"'{option}'",
         )
+    if target.is_dir():
+        # Release.save's atomic rename onto a directory fails after the ledger was charged
+        raise click.BadParameter(
+            f"{out!r}: {str(target)!r} is a directory; choose a file path "
+            f"(nothing was read or spent)",
+            param_hint=f"'{option}'",
+        )
     for what, path in inputs:
         if not path:
             continue
