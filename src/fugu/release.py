@@ -816,10 +816,35 @@ def _check_guarantee(g: Any, bad: Callable[[str], FileFormatError]) -> Guarantee
         raise bad(f"guarantee sensitivity must be >= 0, got {sens!r}")
     if not all(isinstance(x, str) for x in g.get("post_processing", [])):
         raise bad("guarantee post_processing must be a list of strings")
+    g = _older_delta(g, bad)
     try:
         return Guarantee.from_dict(g)
     except FuguError as exc:
         raise bad(f"its guarantee is invalid: {exc}") from None
+
+
+#: the (ε, δ) mechanisms of files written before guarantees had a ``delta`` field: their δ was
+#: only among the parameters (Karwa et al.'s k-triangle count)
+_OLDER_DELTA_MECHANISMS = ("Karwa et al. k-triangle",)
+
+
+def _older_delta(g: dict[str, Any], bad: Callable[[str], FileFormatError]) -> dict[str, Any]:
+    """The guarantee of a file written before ``Guarantee.delta``, with the δ its (ε, δ)
+    mechanism kept among the parameters: read without it, the release would claim pure ε-DP."""
+    if "delta" in g or not str(g["mechanism"]).startswith(_OLDER_DELTA_MECHANISMS):
+        return g
+    params = g.get("parameters")
+    dl = params.get("delta") if isinstance(params, dict) else None
+    if (
+        isinstance(dl, bool)
+        or not isinstance(dl, int | float)
+        or not (math.isfinite(dl) and 0 < dl < 1)
+    ):
+        raise bad(
+            f"its {g['mechanism']!r} guarantee is (ε, δ)-DP but states no delta (a file from "
+            f"an older fugu, or edited); it cannot be read as pure ε-DP. Release it again"
+        )
+    return {**g, "delta": float(dl)}
 
 
 def _check_arrays(

@@ -195,3 +195,41 @@ def test_release_out_naming_a_directory_is_refused_before_the_charge(
     assert main([*args, "--out", str(tmp_path / "d")]) != 0
     assert "directory" in capsys.readouterr().err
     assert Accountant.load(ledger).spent == 0
+
+
+# == 9. a k-triangle release saved before guarantees had δ is not loaded as pure ε-DP ===========
+def _header_without_delta(src: Path, dst: Path) -> None:
+    """The file as fugu wrote it before 92bd085: the guarantee without its 'delta' field."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename == "__header__.npy":
+                import io
+
+                import numpy as np
+
+                arr = np.lib.format.read_array(io.BytesIO(data))
+                header = json.loads(bytes(arr).decode())
+                del header["guarantee"]["delta"]
+                buf = io.BytesIO()
+                payload = np.frombuffer(json.dumps(header).encode(), np.uint8)
+                np.lib.format.write_array(buf, payload)
+                data = buf.getvalue()
+            zout.writestr(info.filename, data)
+
+
+def test_an_older_karwa_k_triangle_file_keeps_its_delta(tmp_path: Path) -> None:
+    """Before: a k-triangle release saved before Guarantee.delta existed (its delta only in the
+    parameters) loaded as pure ε-DP (delta 0): the loaded release claimed privacy it never had."""
+    nx = pytest.importorskip("networkx")
+    rel = fugu.graph.count(
+        nx.karate_club_graph(), "2-triangle", epsilon=1.0, unit="edge", mechanism="karwa",
+        delta=1e-6, rng=fugu.RandomSource(seed=1),
+    )  # fmt: skip
+    old = tmp_path / "old.npz"
+    _header_without_delta(rel.save(tmp_path / "new.npz"), old)
+    loaded = fugu.Release.load(old)
+    assert loaded.guarantee.delta == 1e-6
+    assert loaded.guarantee == rel.guarantee
