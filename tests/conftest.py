@@ -1,4 +1,5 @@
-"""Shared fixtures of the engine tests: one local Spark session for the whole test run."""
+"""Shared fixtures: one local Spark session for the whole test run (engine tests and the
+input reviews), skipped where pyspark is not installed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A ``local[2]`` Spark session (small driver memory, no UI, 2 shuffle partitions)."""
+    pytest.importorskip("pyspark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

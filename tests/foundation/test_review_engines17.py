@@ -24,9 +24,6 @@ booleans, nulls), pandas nullable dtypes."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,30 +31,6 @@ import numpy as np
 import pytest
 
 import fugu
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """One small local Spark session for the few Spark checks of this module."""
-    pytest.importorskip("pyspark")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("fugu-review-engines17")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
-
 
 LABELS = fugu.Domain([fugu.Nominal("b", ["x", "a", 'b"', "a\nb"])])
 

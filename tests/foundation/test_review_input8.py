@@ -5,9 +5,6 @@ Every test here failed before the fix named in its docstring.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +15,6 @@ import fugu
 from fugu.engines import histogram_counts, partial_sums
 
 FILE_ENGINES = ["numpy", "duckdb"]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """One small local Spark session for the few Spark checks of this module."""
-    pytest.importorskip("pyspark")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("fugu-review-input8")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 # -- 1. nominal labels in a CSV are read as written, never as numbers or booleans --------------
