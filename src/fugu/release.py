@@ -687,7 +687,9 @@ _GUARANTEE_FIELDS = {
     "private": bool,
     "delta": float,
 }
-_GUARANTEE_REQUIRED = ("model", "epsilon", "neighbours", "mechanism")
+#: "private" too: every file fugu writes says it, and a guarantee without it must not be read
+#: as private (a seeded release would become private by losing one field)
+_GUARANTEE_REQUIRED = ("model", "epsilon", "neighbours", "mechanism", "private")
 
 
 def _max_release_bytes() -> int:

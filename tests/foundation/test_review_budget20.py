@@ -198,8 +198,9 @@ def test_release_out_naming_a_directory_is_refused_before_the_charge(
 
 
 # == 9. a k-triangle release saved before guarantees had δ is not loaded as pure ε-DP ===========
-def _header_without_delta(src: Path, dst: Path) -> None:
-    """The file as fugu wrote it before 92bd085: the guarantee without its 'delta' field."""
+def _header_without(src: Path, dst: Path, field: str) -> None:
+    """The release file ``src`` with its guarantee's ``field`` removed (a file as fugu wrote it
+    before 92bd085, for 'delta'), written to ``dst``."""
     import zipfile
 
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
@@ -212,7 +213,7 @@ def _header_without_delta(src: Path, dst: Path) -> None:
 
                 arr = np.lib.format.read_array(io.BytesIO(data))
                 header = json.loads(bytes(arr).decode())
-                del header["guarantee"]["delta"]
+                del header["guarantee"][field]
                 buf = io.BytesIO()
                 payload = np.frombuffer(json.dumps(header).encode(), np.uint8)
                 np.lib.format.write_array(buf, payload)
@@ -229,7 +230,21 @@ def test_an_older_karwa_k_triangle_file_keeps_its_delta(tmp_path: Path) -> None:
         delta=1e-6, rng=fugu.RandomSource(seed=1),
     )  # fmt: skip
     old = tmp_path / "old.npz"
-    _header_without_delta(rel.save(tmp_path / "new.npz"), old)
+    _header_without(rel.save(tmp_path / "new.npz"), old, "delta")
     loaded = fugu.Release.load(old)
     assert loaded.guarantee.delta == 1e-6
     assert loaded.guarantee == rel.guarantee
+
+
+# == 10. a release file whose guarantee does not say whether it is private is refused ===========
+def test_a_release_file_without_its_private_flag_is_refused(tmp_path: Path) -> None:
+    """Before: a guarantee without 'private' (every file fugu writes has it) loaded as private,
+    so a seeded, NOT private release became private by losing one field."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 3)])
+    hist = fugu.Histogram([5, 0, 2, 1], dom)
+    rel = fugu.central.laplace(hist, 1.0, rng=fugu.RandomSource(seed=1))
+    assert rel.guarantee.private is False
+    src, dst = rel.save(tmp_path / "seeded.npz"), tmp_path / "edited.npz"
+    _header_without(src, dst, "private")
+    with pytest.raises(fugu.errors.FileFormatError, match="private"):
+        fugu.Release.load(dst)
