@@ -756,7 +756,12 @@ def _check_header(
 ) -> tuple[type[Release], Domain | None, Guarantee, dict[str, Any]]:
     if header.get("format") != "fugu-release":
         raise bad(f"format is {header.get('format')!r}, not 'fugu-release'")
-    version = header.get("version", 0)
+    if "version" not in header:
+        raise bad(
+            "its header has no format version (every file Release.save writes has one); save "
+            "the release again with fugu"
+        )
+    version = header["version"]
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise bad(f"version must be a positive integer, got {version!r}")
     if version > FORMAT_VERSION:

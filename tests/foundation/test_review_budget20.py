@@ -6,11 +6,16 @@ randomness decides them), so their false-failure rate is 0.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import fugu
@@ -198,27 +203,24 @@ def test_release_out_naming_a_directory_is_refused_before_the_charge(
 
 
 # == 9. a k-triangle release saved before guarantees had δ is not loaded as pure ε-DP ===========
-def _header_without(src: Path, dst: Path, field: str) -> None:
-    """The release file ``src`` with its guarantee's ``field`` removed (a file as fugu wrote it
-    before 92bd085, for 'delta'), written to ``dst``."""
-    import zipfile
-
+def _rewrite_header(src: Path, dst: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """The release file ``src`` written to ``dst`` with ``change`` applied to its JSON header
+    (e.g. a guarantee without 'delta': a file as fugu wrote it before 92bd085)."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
         for info in zin.infolist():
             data = zin.read(info)
             if info.filename == "__header__.npy":
-                import io
-
-                import numpy as np
-
-                arr = np.lib.format.read_array(io.BytesIO(data))
-                header = json.loads(bytes(arr).decode())
-                del header["guarantee"][field]
+                header = json.loads(bytes(np.lib.format.read_array(io.BytesIO(data))).decode())
+                change(header)
                 buf = io.BytesIO()
-                payload = np.frombuffer(json.dumps(header).encode(), np.uint8)
-                np.lib.format.write_array(buf, payload)
+                np.lib.format.write_array(buf, np.frombuffer(json.dumps(header).encode(), np.uint8))
                 data = buf.getvalue()
             zout.writestr(info.filename, data)
+
+
+def _header_without(src: Path, dst: Path, field: str) -> None:
+    """``src`` with its guarantee's ``field`` removed, written to ``dst``."""
+    _rewrite_header(src, dst, lambda h: h["guarantee"].pop(field))
 
 
 def test_an_older_karwa_k_triangle_file_keeps_its_delta(tmp_path: Path) -> None:
@@ -248,3 +250,16 @@ def test_a_release_file_without_its_private_flag_is_refused(tmp_path: Path) -> N
     _header_without(src, dst, "private")
     with pytest.raises(fugu.errors.FileFormatError, match="private"):
         fugu.Release.load(dst)
+
+
+# == 11. a release file without a format version says so ========================================
+def test_a_release_file_without_a_version_says_it_has_none(tmp_path: Path) -> None:
+    """Before: 'version must be a positive integer, got 0' for a header with no version at all
+    (the 0 was the default, not in the file)."""
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 3)])
+    rel = fugu.central.laplace(fugu.Histogram([5, 0, 2, 1], dom), 1.0)
+    src, dst = rel.save(tmp_path / "r.npz"), tmp_path / "nov.npz"
+    _rewrite_header(src, dst, lambda h: h.pop("version"))
+    with pytest.raises(fugu.errors.FileFormatError, match="no format version") as err:
+        fugu.Release.load(dst)
+    assert "got 0" not in str(err.value)
