@@ -310,10 +310,30 @@ def _as_array(values: Any, name: str) -> np.ndarray:
     return arr
 
 
+def _loose_numeral(v: Any) -> bool:
+    """Text that Python and numpy read as a number but a CSV reader does not: digit grouping
+    with ``_`` ('1_0' is 10) or digits outside ASCII ('٣' is 3). Spark refuses both."""
+    if isinstance(v, bytes):
+        return b"_" in v
+    return isinstance(v, str) and ("_" in v or not v.isascii())
+
+
 def _text_as_numbers(arr: np.ndarray) -> np.ndarray:
     """Numbers written as text or held as Python objects: int64 when every value is an integer
     (exact beyond 2**53, where float64 rounds '9007199254740993' to 2**53), else float64.
-    Raises TypeError / ValueError when a value is not a number."""
+    Raises TypeError / ValueError when a value is not a number (also '1_0' and non-ASCII
+    digits, which Python would read as numbers: :func:`_loose_numeral`)."""
+    if arr.dtype.kind == "U" and arr.size:
+        if np.any(np.char.find(arr, "_") >= 0):
+            raise ValueError("digit grouping")
+        try:
+            arr.astype("S")  # raises on any character outside ASCII (vectorised)
+        except UnicodeEncodeError:
+            raise ValueError("non-ASCII digits") from None
+    elif arr.dtype.kind == "S" and arr.size and np.any(np.char.find(arr, b"_") >= 0):
+        raise ValueError("digit grouping")
+    elif arr.dtype.kind == "O" and any(_loose_numeral(v) for v in arr.reshape(-1).tolist()):
+        raise ValueError("digit grouping or non-ASCII digits")
     if arr.dtype.kind in "US":
         try:
             return arr.astype(np.int64)
@@ -334,6 +354,8 @@ def _non_numeric_examples(arr: NDArray[Any], limit: int = 3) -> list[Any]:
     bad: list[Any] = []
     for v in arr.reshape(-1).tolist():
         try:
+            if _loose_numeral(v):
+                raise ValueError(v)
             float(v)
         except (TypeError, ValueError):
             if v not in bad:

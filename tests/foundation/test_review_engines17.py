@@ -621,3 +621,18 @@ def test_from_records_records_the_engine_that_counted() -> None:
     h = fugu.Histogram.from_records({"x": [0, 1, 1, 3]}, dom, engine="duckdb")
     assert h.data_options["engine"] == "numpy"
     assert h.counts.tolist() == [1, 2, 0, 1]
+
+
+@pytest.mark.parametrize("engine", ["numpy", "duckdb"])
+@pytest.mark.parametrize("text", ["1_0", "\u0663"])  # digit grouping; ARABIC-INDIC DIGIT THREE
+def test_loose_numerals_are_refused_as_spark_does(tmp_path: Path, engine: str, text: str) -> None:
+    """Review 17's note: numpy and DuckDB counted '1_0' as 10 and '٣' as 3 (Python's int()
+    reads both) where Spark refuses them: the same file gave different counts per engine. Now
+    refused as non-numeric, naming the value; plain numbers written as text still count."""
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 20)])
+    path = tmp_path / "x.csv"
+    path.write_text(f"x\n{text}\n2\n", encoding="utf-8")
+    with pytest.raises(fugu.errors.DomainError, match="non-numeric"):
+        fugu.Histogram.from_file(path, dom, engine=engine)
+    ok = fugu.Histogram.from_records({"x": np.array(["1", "2", "10"])}, dom)
+    assert ok.counts.nonzero()[0].tolist() == [1, 2, 10]
