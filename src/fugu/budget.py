@@ -1167,6 +1167,7 @@ def create_ledger(
     ledger ... already exists
     """
     p = Path(path)
+    total = check_epsilon(total, "total")  # named as the caller (and --total) gave it
     acct = Accountant(Budget(total, model=model, policy=_policy_text(policy), delta=delta))
     with _exclusive_lock(p) as still_held:
         if p.exists():

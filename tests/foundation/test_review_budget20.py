@@ -263,3 +263,17 @@ def test_a_release_file_without_a_version_says_it_has_none(tmp_path: Path) -> No
     with pytest.raises(fugu.errors.FileFormatError, match="no format version") as err:
         fugu.Release.load(dst)
     assert "got 0" not in str(err.value)
+
+
+# == 12. a bad ledger total is refused by the name the caller gave it ============================
+@pytest.mark.parametrize("total", [0.0, -1.0, float("nan"), 2000.0])
+def test_a_bad_ledger_total_is_named_total(tmp_path: Path, total: float) -> None:
+    """Before: create_ledger(path, 0) and 'fugu ledger init --total 0' said 'epsilon must be
+    > 0', naming an argument the caller never gave."""
+    from fugu.cli import main
+
+    with pytest.raises(InvalidParameterError, match="^total") as err:
+        create_ledger(tmp_path / "l.json", total)
+    assert "epsilon" not in str(err.value).split(";")[0]
+    assert main(["ledger", "init", str(tmp_path / "c.json"), "--total", str(total)]) != 0
+    assert not (tmp_path / "l.json").exists() and not (tmp_path / "c.json").exists()
