@@ -841,8 +841,10 @@ def _refuse_forgetting(
     if budget is not None:
         _refuse_loosening(path, old.budget, budget)
 
-    def key(e: LedgerEntry) -> tuple[float, str, str, float]:
-        return (e.epsilon, e.what, e.time, e.delta)
+    # the relation too: re-labelling replace-one spends add/remove would let add/remove
+    # releases be summed with them (a policy may change: bind_policy rewrites older forms)
+    def key(e: LedgerEntry) -> tuple[float, str, str, float, str | None]:
+        return (e.epsilon, e.what, e.time, e.delta, e.neighbours)
 
     missing = Counter(map(key, old.ledger)) - Counter(map(key, ledger))
     if missing:

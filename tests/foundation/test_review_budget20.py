@@ -277,3 +277,21 @@ def test_a_bad_ledger_total_is_named_total(tmp_path: Path, total: float) -> None
     assert "epsilon" not in str(err.value).split(";")[0]
     assert main(["ledger", "init", str(tmp_path / "c.json"), "--total", str(total)]) != 0
     assert not (tmp_path / "l.json").exists() and not (tmp_path / "c.json").exists()
+
+
+# == 13. the record of a spend's neighbour relation cannot be rewritten by saving ================
+def test_rewriting_the_relation_of_recorded_spends_is_refused(tmp_path: Path) -> None:
+    """Before: entries re-labelled add/remove in a block were written over the replace-one
+    spends they were (the file compared epsilon, text, time and delta only), and add/remove
+    releases were then summed with them."""
+    from dataclasses import replace
+
+    path = tmp_path / "l.json"
+    create_ledger(path, 1.0)
+    with ledger_file(path) as acct:
+        acct.spend(0.3, "replace-one cube", neighbours="replace")
+    with pytest.raises(LedgerError, match="does not hold"):
+        with ledger_file(path) as acct:
+            acct.ledger = [replace(e, neighbours="add-remove") for e in acct.ledger]
+            acct.spend(0.3, "add/remove cube", neighbours="add-remove")
+    assert [e.neighbours for e in Accountant.load(path).ledger] == ["replace"]
