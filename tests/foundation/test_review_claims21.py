@@ -13,6 +13,10 @@ adds the audits that were missing or too weak to fail:
   and 2-stars on the pair that meets the degree-bound sensitivity exactly; companion: half the
   sensitivity fails.
 * LDP clients whose audits had no failing companion: OUE, HIO, CALM, MSW.
+* Ordered and Ordered Hierarchical under a policy with ⊥ (add/remove): a record added at the
+  first value (every cumulative count / S-node moves); companions: no ⊥ (the total is exact),
+  and the mechanism run at 2ε (Ordered) / 4ε (OH, S-nodes only).
+* Central Laplace under add/remove neighbours.
 * TDG with shifted partitions: its audit looked at the first byte of the OUE report, which holds
   the cell of [0, 0, 0] but not that of [7, 7, 7] (cell 8, second byte); one bit can show at most
   ln((e^ε + 1)/2) = 0.62 at ε = 1, so that audit could not fail even at twice the ε. Here the
@@ -326,3 +330,97 @@ def test_kmeans_guarantee_names_the_grid_start_and_plan_source() -> None:
     g = _kmeans(rng=fugu.RandomSource(seed=1)).guarantee_
     assert g.parameters["init"].startswith("private grid start")
     assert "Su, Cao, Li, Bertino, Jin" in g.source and "CODASPY 2016" in g.source
+
+
+# -- Ordered / Ordered Hierarchical with ⊥ (add/remove is a neighbour): not audited before ---------
+#: four values: the LLR statistics below sum few terms, so their extreme events are common
+DOM8 = fugu.Domain([fugu.Ordinal("x", 0, 3)])
+BASE8 = np.array([1, 0, 2, 3])
+
+
+def _cumulative(run: Callable[..., Any]) -> Callable[..., Any]:
+    def mech(counts: np.ndarray, rng: fugu.RandomSource) -> np.ndarray:
+        cumulative = run(fugu.Histogram(counts, DOM8), rng).cumulative  # C_0 = 0, C_1, …, C_k
+        return np.asarray(cumulative[1:], dtype=np.float64)
+
+    return mech
+
+
+def _ordered_runs(bottom: bool) -> dict[str, Callable[..., Any]]:
+    pol = Policy.line(DOM8, bottom=bottom)
+    return {
+        "ordered": lambda h, r: fugu.blowfish.ordered(h, EPS, pol, rng=r),
+        # fanout 2, height 1: 2 blocks, so adding a record moves both S-nodes (S_S = 2)
+        "oh": lambda h, r: fugu.blowfish.ordered_hierarchical(
+            h, EPS, pol, fanout=2, height=1, rng=r
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["ordered", "oh"])
+def test_ordered_with_bottom_passes_audit_on_a_record_added_at_the_first_value(name: str) -> None:
+    """A record added at value 0 changes every cumulative count (Ordered: S = k = 4) and every
+    S-node (OH: S_S = the number of blocks): the hardest add/remove pair."""
+    added = BASE8 + np.eye(4, dtype=np.int64)[0]
+    res = audit(_cumulative(_ordered_runs(True)[name]), BASE8, added, EPS, n_runs=RUNS_BF)
+    assert res.passed, str(res)
+
+
+@pytest.mark.parametrize("name", ["ordered", "oh"])
+def test_ordered_without_bottom_fails_audit_on_an_added_record(name: str) -> None:
+    """Without ⊥ (moves only: S = 1 and the total n is public, released exactly) the same
+    add/remove pair must fail; the released total is the statistic (after OH's least squares
+    the default projection mixes it with the noisy nodes and sees only 0.8)."""
+    added = BASE8 + np.eye(4, dtype=np.int64)[0]
+    mech = _cumulative(_ordered_runs(False)[name])
+    res = audit(mech, BASE8, added, EPS, n_runs=RUNS_BF, statistic=lambda o: o[:, -1])
+    assert not res.passed, str(res)
+
+
+def _llr_at(c1: np.ndarray, c2: np.ndarray, cols: list[int]) -> Callable[..., Any]:
+    """Σ over the columns of |y − c2| − |y − c1|: the log-likelihood ratio (up to the common
+    scale) of independent Laplace noise on those columns."""
+    a, b = c1[cols], c2[cols]
+    return lambda o: (np.abs(o[:, cols] - b) - np.abs(o[:, cols] - a)).sum(axis=1)
+
+
+def test_ordered_with_bottom_run_at_twice_the_epsilon_fails_audit() -> None:
+    """Companion of the ⊥ audit: Ordered run at 2ε, claimed ε, on the same pair. Its cumulative
+    counts get independent noise of one scale, so the statistic is their exact LLR (the default
+    projection is weaker)."""
+    pol = Policy.line(DOM8, bottom=True)
+    added = BASE8 + np.eye(4, dtype=np.int64)[0]
+    stat = _llr_at(np.cumsum(BASE8), np.cumsum(added), list(range(4)))
+    ok = audit(
+        _cumulative(lambda h, r: fugu.blowfish.ordered(h, EPS, pol, rng=r)),
+        BASE8, added, EPS, n_runs=RUNS_BF, statistic=stat,
+    )  # fmt: skip
+    assert ok.passed, str(ok)
+    loud = _cumulative(lambda h, r: fugu.blowfish.ordered(h, 2 * EPS, pol, rng=r))
+    res = audit(loud, BASE8, added, EPS, n_runs=RUNS_BF, statistic=stat)
+    assert not res.passed, str(res)
+
+
+def test_oh_with_bottom_s_nodes_run_loud_fail_audit() -> None:
+    """Companion for OH with ⊥: without consistency the cumulative counts at the 2 block ends
+    are the S-nodes (independent noise of scale S_S/ε_S, S_S = 2 blocks); the LLR on them sees
+    the S part's loss ε_S alone, so the mechanism is run at 4ε (S part ≈ 2.2ε) to fail at ε,
+    and passes at ε (S part ≈ 0.56ε)."""
+    pol = Policy.line(DOM8, bottom=True)
+    added = BASE8 + np.eye(4, dtype=np.int64)[0]
+    stat = _llr_at(np.cumsum(BASE8), np.cumsum(added), [1, 3])
+
+    def run(eps: float) -> Callable[..., Any]:
+        return _cumulative(
+            lambda h, r: fugu.blowfish.ordered_hierarchical(
+                h, eps, pol, fanout=2, height=1, consistency=False, rng=r
+            )
+        )
+
+    rel = fugu.blowfish.ordered_hierarchical(
+        _h8 := fugu.Histogram(BASE8, DOM8), EPS, pol, fanout=2, height=1, consistency=False
+    )
+    assert rel.guarantee.parameters["sensitivity_s"] == 2.0 and _h8.counts.sum() == 6
+    assert audit(run(EPS), BASE8, added, EPS, n_runs=RUNS_BF, statistic=stat).passed
+    res = audit(run(4 * EPS), BASE8, added, EPS, n_runs=RUNS_BF, statistic=stat)
+    assert not res.passed, str(res)
