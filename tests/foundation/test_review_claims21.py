@@ -22,6 +22,12 @@ adds the audits that were missing or too weak to fail:
   ln((e^ε + 1)/2) = 0.62 at ε = 1, so that audit could not fail even at twice the ε. Here the
   statistic is both cells' bits (where the ratio reaches e^ε), with a failing companion.
 
+Claims fixed (each with a test below that failed before): the node-DP Laplace baseline gave the
+edge-DP source; a Blowfish real-valued query's guarantee said 'discrete Laplace' of scale S/ε
+where the noise is on a power-of-two grid with the sensitivity rounded up; TDG with shifted
+partitions gave the paper's source alone; k-means gave q_sum's sensitivity as the whole
+release's, and its source left out Su et al. (grid start, plan).
+
 Every audit's false-alarm rate is the auditor's alpha = 1e-3 (Clopper-Pearson, Bonferroni over
 events); seeds are fixed, so the tests are deterministic.
 """
