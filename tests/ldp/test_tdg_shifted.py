@@ -136,6 +136,8 @@ def test_shifted_release_header_and_files_round_trip(tmp_path) -> None:
 
 @pytest.mark.parametrize("group", [0, 2])  # pairs (a0, a1) and (a1, a2): shifted grids
 def test_shifted_grid_client_passes_ldp_audit(group: int) -> None:
+    """The statistic reads the bits of both records' cells (cell 0 and the last of the 3 × 3
+    grid, in another byte): the first byte alone could not fail at 2ε (review 21)."""
     dom = fugu.datasets.synthetic_domain(3, 8)
     proto = TDG(dom, 1.0, g2=2, partitions="shifted")
     assert proto.shifted(proto.groups[group])
@@ -143,7 +145,11 @@ def test_shifted_grid_client_passes_ldp_audit(group: int) -> None:
     def mech(record, rng, n):
         codes = np.repeat(np.asarray(record, dtype=np.int64)[None], n, axis=0)
         rep = proto.client(rng).perturb(codes, groups=np.full(n, group))
-        return rep.columns["bits"][:, 0].astype(np.float64)  # the bit of cell (0, 0)
+        bits = rep.columns["bits"]  # OUE bit k of cell k: byte k // 8, bit k % 8 (little)
+        last = proto._require().cells[group] - 1  # the cell of [7, 7, 7]
+        b_first = bits[:, 0] & 1
+        b_last = (bits[:, last // 8] >> (last % 8)) & 1
+        return (b_first + 2 * b_last).astype(np.float64)  # both records' cells (review 21)
 
     res = audit(mech, [0, 0, 0], [7, 7, 7], 1.0, n_runs=60_000, discrete=True, vectorised=True)
     assert res.passed, str(res)
@@ -177,3 +183,18 @@ def test_reports_of_the_other_layout_are_refused() -> None:
         rep = TDG(dom, 1.0, g2=2, partitions=client_p).client(fugu.RandomSource(seed=1))
         with pytest.raises(fugu.errors.ReportError, match="partitions"):
             TDG(dom, 1.0, g2=2, partitions=server_p).aggregate(rep.perturb(codes))
+
+
+def test_shifted_grid_audit_catches_twice_the_epsilon() -> None:
+    """The statistic above fails a client that runs at 2ε while ε is claimed."""
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    proto = TDG(dom, 2.0, g2=2, partitions="shifted")
+
+    def mech(record, rng, n):
+        codes = np.repeat(np.asarray(record, dtype=np.int64)[None], n, axis=0)
+        bits = proto.client(rng).perturb(codes, groups=np.zeros(n, dtype=np.int64)).columns["bits"]
+        last = proto._require().cells[0] - 1
+        return ((bits[:, 0] & 1) + 2 * ((bits[:, last // 8] >> (last % 8)) & 1)).astype(float)
+
+    res = audit(mech, [0, 0, 0], [7, 7, 7], 1.0, n_runs=60_000, discrete=True, vectorised=True)
+    assert not res.passed
