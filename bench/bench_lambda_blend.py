@@ -47,6 +47,19 @@ DATA = (
 )
 
 
+def _releases(
+    method: str,
+    dom: fugu.Domain,
+    codes: np.ndarray,
+    eps: float,
+    seeds: int,
+    interpolation: str | None = None,
+) -> list[Any]:
+    """``seeds`` releases of ``method`` on ``codes`` (release seeds 7, 8, ...)."""
+    mech = getattr(ldp, method)(dom, eps, interpolation=interpolation)
+    return [mech.simulate(codes, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)]
+
+
 def _cells(
     method: str,
     epsilons: list[float],
@@ -62,8 +75,7 @@ def _cells(
         cols = gen(n, d, c, seed=2026, **kw)
         codes = np.stack([cols[a] for a in dom.names], 1)
         for eps in epsilons:
-            mech = getattr(ldp, method)(dom, eps, interpolation=interpolation)
-            rels = [mech.simulate(codes, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)]
+            rels = _releases(method, dom, codes, eps, seeds, interpolation)
             for lam in (3, 4):
                 w = fugu.queries.random_workload(dom, 100, n_predicates=lam, volume=0.5, seed=lam)
                 yield data, eps, lam, codes, rels, w.bounds(dom)
@@ -201,8 +213,7 @@ def twin(
     for data, gen, kw in DATA:
         a = np.stack([gen(n, d, c, seed=2026, **kw)[x] for x in dom.names], 1)
         for eps in epsilons:
-            mech = getattr(ldp, method)(dom, eps, interpolation=interpolation)
-            rels_a = [mech.simulate(a, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)]
+            rels_a = _releases(method, dom, a, eps, seeds, interpolation)
             edges = {tuple(g.edges[0]) for g in rels_a[0].grids}
             if len(edges) != 1:
                 print(
@@ -210,9 +221,7 @@ def twin(
                 )
                 continue
             b_codes = _twin(a, np.array(next(iter(edges))))
-            rels_b = [
-                mech.simulate(b_codes, rng=fugu.RandomSource(seed=7 + s)) for s in range(seeds)
-            ]
+            rels_b = _releases(method, dom, b_codes, eps, seeds, interpolation)
             same = all(
                 np.array_equal(ga.counts, gb.counts)
                 for ra, rb in zip(rels_a, rels_b, strict=True)
