@@ -512,6 +512,13 @@ class GridProtocol(LDPProtocol):
         opts = self._options()
         opts["g2"] = params.get("g2")
         opts["partitions"] = params.get("partitions", "aligned")
+        if self._partitions_given != "auto" and opts["partitions"] != self._partitions_given:
+            # the layout asked for is not the clients': refused, as when g2 is given
+            raise ReportError(
+                f"reports were randomised with partitions={opts['partitions']!r}; this "
+                f"{self.name.upper()} has partitions={self._partitions_given!r}. Leave "
+                f"partitions out (or 'auto') to take the layout from the reports' header"
+            )
         if self.hybrid:
             opts["g1"] = params.get("g1")
         try:
