@@ -12,7 +12,7 @@ import pytest
 
 import fugu
 from fugu.errors import ReportError
-from fugu.ldp import TDG
+from fugu.ldp import HDG, TDG
 
 
 def _codes(sizes: tuple[int, ...], n: int, seed: int) -> np.ndarray:
@@ -39,3 +39,16 @@ def test_server_with_an_explicit_layout_refuses_reports_of_the_other() -> None:
         for ok in (client_p, "auto"):
             rel = TDG(dom, 1.0, partitions=ok).aggregate(reports)
             assert rel.guarantee.parameters.get("partitions", "aligned") == client_p
+
+
+def test_a_bad_partitions_in_the_header_is_not_called_a_granularity() -> None:
+    """An HDG header claiming shifted partitions (only TDG has them) was refused as 'bad
+    granularities in the reports' header', naming something that is fine. Failed before: the
+    message said granularities."""
+    dom = fugu.datasets.synthetic_domain(3, 8)
+    codes = {a: np.arange(60) % 8 for a in dom.names}
+    reports = HDG(dom, 1.0, g1=4, g2=2).client(fugu.RandomSource(seed=1)).perturb(codes)
+    reports.params["partitions"] = "shifted"
+    with pytest.raises(ReportError) as err:
+        HDG(dom, 1.0).aggregate(reports)
+    assert "partitions" in str(err.value) and "granularit" not in str(err.value)

@@ -524,7 +524,7 @@ class GridProtocol(LDPProtocol):
         try:
             return type(self)(self.domain, self.epsilon, **opts)
         except InvalidParameterError as exc:
-            raise ReportError(f"bad granularities in the reports' header: {exc}") from None
+            raise ReportError(f"bad parameters in the reports' header: {exc}") from None
 
     def simulate(
         self,
