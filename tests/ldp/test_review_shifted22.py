@@ -52,3 +52,19 @@ def test_a_bad_partitions_in_the_header_is_not_called_a_granularity() -> None:
     with pytest.raises(ReportError) as err:
         HDG(dom, 1.0).aggregate(reports)
     assert "partitions" in str(err.value) and "granularit" not in str(err.value)
+
+
+def test_norm_release_states_the_shifted_consistency() -> None:
+    """With normalisation='norm' the release's post-processing steps were replaced wholesale
+    and lost the shifted partitions' step (margins made consistent on the refinement by
+    weighted least squares), which 'norm-sub' states. Failed before: absent."""
+    dom = fugu.datasets.synthetic_domain(3, 16)
+    codes = {a: np.arange(3000) % 16 for a in dom.names}
+    for nm in ("norm-sub", "norm"):
+        p = TDG(dom, 1.0, g2=2, normalisation=nm)
+        rel = p.simulate(codes, rng=fugu.RandomSource(seed=1))
+        assert any("common refinement" in s for s in rel.guarantee.post_processing), nm
+    rel = TDG(dom, 1.0, g2=2, normalisation="norm", partitions="aligned").simulate(
+        codes, rng=fugu.RandomSource(seed=1)
+    )
+    assert not any("common refinement" in s for s in rel.guarantee.post_processing)

@@ -130,17 +130,20 @@ def release_from_grids(
         f"Norm-Sub and inverse-variance consistency across grids ({rounds} rounds, "
         "ending with Norm-Sub)",
     )
+    shifted: tuple[str, ...] = ()
     if proto.partitions == "shifted":
-        steps += (
+        shifted = (
             "the grids of pairs (j, k) with j + k odd are cut half a cell further; each "
             "attribute's margins are made consistent on the common refinement of its two "
             "partitions (weighted least squares), which the spreads and answers use",
         )
+    steps += shifted
     if unbiased is not None:  # cut cells: the closed-form product matrices built above
         steps = (
             "grids shifted to sum to n and made consistent by inverse-variance weighting "
             f"({rounds_u} rounds; linear: the released counts stay unbiased and may be "
             "negative)",
+            *shifted,
             "cut cells split by the product of the two attributes' within-cell shares of the "
             "unclipped 1-D estimates ("
             + ("the 1-D grids" if proto.hybrid else "the 2-D grids' consistent margins")
