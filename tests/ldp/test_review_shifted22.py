@@ -207,3 +207,19 @@ def test_cli_shifted_reports_aggregate_alike_through_numpy_and_duckdb(tmp_path, 
     code = main(["ldp", "aggregate", str(tmp_path / "shifted.jsonl"),
                  str(tmp_path / "aligned.jsonl"), "-q"])  # fmt: skip
     assert code != 0 and "partitions" in capsys.readouterr().err
+
+
+def test_edge_helpers_refuse_non_integer_sizes_and_granularities() -> None:
+    """shifted_edges(64, 2.5) returned [0, 12, 38, 64] (cells of no granularity) and
+    shifted_edges('64', 2) raised a bare TypeError; grid_edges the same. Both now refuse a
+    non-integer c or g naming it. Failed before: returned / TypeError."""
+    from fugu.errors import FuguError
+    from fugu.ldp.grid_layout import grid_edges, shifted_edges
+
+    for cut in (grid_edges, shifted_edges):
+        for c, g, name in ((64, 2.5, "g"), ("64", 2, "c"), (64.5, 2, "c"), (True, 1, "c")):
+            with pytest.raises(FuguError, match=f"^{name} "):
+                cut(c, g)
+        with pytest.raises(FuguError, match="granularity must lie in 1..8, got 9"):
+            cut(8, 9)
+        assert cut(np.int64(64), 4.0).tolist() == cut(64, 4).tolist()

@@ -100,9 +100,17 @@ def grid_edges(c: int, g: int) -> NDArray[np.int64]:
     >>> grid_edges(64, 4).tolist(), grid_edges(10, 4).tolist()
     ([0, 16, 32, 48, 64], [0, 2, 5, 7, 10])
     """
-    if not 1 <= g <= c:
-        raise InvalidParameterError(f"granularity must lie in 1..{c}, got {g}")
+    c, g = _check_cells(c, g)
     return (np.arange(g + 1, dtype=np.int64) * c) // g
+
+
+def _check_cells(c: Any, g: Any) -> tuple[int, int]:
+    """An attribute size ``c`` >= 1 and a granularity ``g`` in 1..c, as ints."""
+    c = check_positive_int(c, "c (attribute size)")
+    g = check_positive_int(g, "g (granularity)")
+    if g > c:
+        raise InvalidParameterError(f"granularity must lie in 1..{c}, got {g}")
+    return c, g
 
 
 def shifted_edges(c: int, g: int) -> NDArray[np.int64]:
@@ -114,6 +122,7 @@ def shifted_edges(c: int, g: int) -> NDArray[np.int64]:
     ([0, 8, 24, 40, 56, 64], [0, 16, 48, 64], [0, 1, 2, 3, 4, 5])
     """
     aligned = grid_edges(c, g)
+    c, g = _check_cells(c, g)
     if g <= 1 or g >= c:
         return aligned
     mid = ((2 * np.arange(g, dtype=np.int64) + 1) * c) // (2 * g)
