@@ -223,3 +223,21 @@ def test_edge_helpers_refuse_non_integer_sizes_and_granularities() -> None:
         with pytest.raises(FuguError, match="granularity must lie in 1..8, got 9"):
             cut(8, 9)
         assert cut(np.int64(64), 4.0).tolist() == cut(64, 4).tolist()
+
+
+def test_max_marginal_gap_sees_disagreement_between_grids_cut_alike() -> None:
+    """max_marginal_gap compared all grids of an attribute on the cells common to ALL their
+    partitions: with an aligned and a shifted partition those are the whole domain, so two
+    aligned grids disagreeing cell by cell reported gap 0. Pairs of grids are now compared on
+    their own common cells (nested partitions: as before). Failed before: 0."""
+    from fugu.inference.ldp_post import GridEstimate, max_marginal_gap
+
+    one = np.array([0, 1])
+    al, sh = np.array([0, 2, 4]), np.array([0, 1, 3, 4])
+    g1 = GridEstimate(("x", "y"), (al, one), np.array([[3.0], [7.0]]))
+    g2 = GridEstimate(("x", "z"), (al, one), np.array([[6.0], [4.0]]))
+    g3 = GridEstimate(("x", "w"), (sh, one), np.array([[1.0], [6.0], [3.0]]))
+    assert max_marginal_gap([g1, g2, g3]) == pytest.approx(3.0)
+    assert max_marginal_gap([g1, g3]) == 0.0  # totals agree: their common cell is the domain
+    fine = GridEstimate(("x", "v"), (np.arange(5), one), np.array([[1.0], [1.0], [3.0], [5.0]]))
+    assert max_marginal_gap([g1, fine]) == pytest.approx(1.0)  # nested: on g1's cells

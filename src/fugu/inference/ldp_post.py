@@ -462,18 +462,21 @@ def consistency(
 
 
 def max_marginal_gap(grids: Sequence[GridEstimate]) -> float:
-    """Largest difference between two grids' counts on a shared attribute's common cells."""
+    """Largest difference between two grids' counts on a shared attribute's common cells
+    (the cells of each pair of grids' common partition: with TDG's shifted partitions, whose
+    common cells with the other partition are the whole domain, grids cut alike are still
+    compared cell by cell)."""
     gap = 0.0
     names: list[Hashable] = []
     for g in grids:
         names.extend(a for a in g.attributes if a not in names)
     for a in names:
         members = [g for g in grids if a in g.attributes]
-        if len(members) < 2:
-            continue
-        common = _common_edges(members, a)
-        ms = [_coarsen(g.marginal([a]), [g.edges[g.axis(a)]], [common])[0] for g in members]
-        gap = max(gap, float(np.max(np.ptp(np.stack(ms), axis=0))))
+        _common_edges(members, a)  # one domain size
+        for g, h in combinations(members, 2):
+            common = _common_edges([g, h], a)
+            ms = [_coarsen(x.marginal([a]), [x.edges[x.axis(a)]], [common])[0] for x in (g, h)]
+            gap = max(gap, float(np.max(np.abs(ms[0] - ms[1]))))
     return gap
 
 
