@@ -2,7 +2,14 @@
 
 Tests named after a fix failed before it (stated in their docstrings); the others pin what the
 review checked and found correct (client cells against the server's decoding on awkward sizes,
-exact answers at refined edges, expected error against measured RMSE, engines).
+exact answers at refined edges, expected error against measured RMSE, batch and save/load,
+numpy/DuckDB/CLI aggregation).
+
+Findings fixed: an unresolved server with an explicit ``partitions`` decoded reports of the
+other layout (grids.py ``_from_header``); header refusals blamed "granularities" for any bad
+parameter; a ``normalisation="norm"`` release dropped the shifted consistency step from its
+post-processing; ``grid_edges``/``shifted_edges`` took non-integer sizes and granularities;
+``max_marginal_gap`` was blind to grids cut alike once an attribute had a shifted partition.
 """
 
 from __future__ import annotations
