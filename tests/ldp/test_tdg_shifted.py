@@ -181,8 +181,9 @@ def test_reports_of_the_other_layout_are_refused() -> None:
     codes = {a: np.arange(300) % 16 for a in dom.names}
     for client_p, server_p in (("aligned", "auto"), ("auto", "aligned")):
         rep = TDG(dom, 1.0, g2=2, partitions=client_p).client(fugu.RandomSource(seed=1))
-        with pytest.raises(fugu.errors.ReportError, match="partitions"):
+        with pytest.raises(fugu.errors.ReportError, match="partitions") as err:
             TDG(dom, 1.0, g2=2, partitions=server_p).aggregate(rep.perturb(codes))
+        assert "None" not in str(err.value) and "'aligned' (absent)" in str(err.value)
 
 
 def test_shifted_grid_audit_catches_twice_the_epsilon() -> None:

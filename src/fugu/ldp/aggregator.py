@@ -151,8 +151,15 @@ class Aggregator:
         theirs = json.loads(json.dumps(reports.params))
         if mine != theirs:
             diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+
+            def shown(params: dict[str, Any], k: str) -> str:
+                # a key a header leaves out is not None: TDG's headers name only shifted grids
+                if k in params:
+                    return repr(params[k])
+                return "'aligned' (absent)" if k == "partitions" else "(absent)"
+
             detail = ", ".join(
-                f"{k}: reports {theirs.get(k)!r} vs aggregator {mine.get(k)!r}"
+                f"{k}: reports {shown(theirs, k)} vs aggregator {shown(mine, k)}"
                 for k in diff
                 if k != "domain"
             )
