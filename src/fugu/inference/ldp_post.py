@@ -373,10 +373,11 @@ def refined_margin(
         raise InvalidParameterError(f"no grid holds attribute {attribute!r}")
     fine, rows = _margin_system(members, attribute, weighting)
     r = _wls(rows)
+    if weighting != "variance":  # equal weights: no noise model, no covariance
+        return GridEstimate((attribute,), (fine,), r, 1.0)
     cov = np.linalg.pinv(sum(w * b.T @ b for b, _, w, _ in rows))
-    var = float(np.mean(np.diag(cov))) if weighting == "variance" else 1.0
-    meta: dict[str, object] = {"covariance": cov} if weighting == "variance" else {}
-    return GridEstimate((attribute,), (fine,), r, max(var, 1e-300), meta)
+    var = float(np.mean(np.diag(cov)))
+    return GridEstimate((attribute,), (fine,), r, max(var, 1e-300), {"covariance": cov})
 
 
 def consistency(

@@ -356,6 +356,7 @@ class GridRelease(Release):
                 )
         self._ps: dict[Any, PrefixSums] = {}
         self._cum: dict[int, NDArray[np.float64]] = {}
+        self._fine: dict[int, GridEstimate | None] = {}
 
     # -- answering ---------------------------------------------------------------------------
     @property
@@ -427,6 +428,27 @@ class GridRelease(Release):
         full_g = _box(ps_g, fx0, fx1, fy0, fy1)
         return inside - full_m + full_g
 
+    def _holding(self, a: int) -> list[tuple[GridEstimate, int]]:
+        """The 2-D grids holding attribute axis ``a``, each with the axis of ``a`` in it."""
+        return [(g, 0 if x == a else 1) for (x, y), g in self._pair.items() if a in (x, y)]
+
+    def _refined(self, a: int) -> GridEstimate | None:
+        """TDG's shifted partitions: attribute axis ``a``'s margin on the common refinement of
+        its 2-D grids' partitions (:func:`refined_margin`, computed once); None when the grids
+        cut it alike."""
+        if a not in self._fine:
+            holding = self._holding(a)
+            edges = [g.edges[ax] for g, ax in holding]
+            cut_alike = all(np.array_equal(e, edges[0]) for e in edges)
+            self._fine[a] = (
+                None
+                if not holding or cut_alike
+                else refined_margin(
+                    [g for g, _ in holding], holding[0][0].attributes[holding[0][1]]
+                )
+            )
+        return self._fine[a]
+
     def answer_single(
         self, a: int, lo: NDArray[np.int64], hi: NDArray[np.int64]
     ) -> NDArray[np.float64]:
@@ -435,17 +457,11 @@ class GridRelease(Release):
         if g1 is not None:
             edges, counts = g1.edges[0], g1.counts
         else:
-            margins, holding = [], []
-            for (x, y), g in self._pair.items():
-                if a in (x, y):
-                    ax = 0 if x == a else 1
-                    margins.append((g.edges[ax], g.counts.sum(axis=1 - ax)))
-                    holding.append((g, g.attributes[ax]))
+            margins = [(g.edges[ax], g.counts.sum(axis=1 - ax)) for g, ax in self._holding(a)]
             if not margins:
                 raise InvalidParameterError(f"no grid covers attribute {self._name(a)!r}")
-            if any(not np.array_equal(e, margins[0][0]) for e, _ in margins):
-                # TDG's shifted partitions: the margin on their common refinement
-                fine = refined_margin([g for g, _ in holding], holding[0][1])
+            fine = self._refined(a)
+            if fine is not None:  # TDG's shifted partitions: the margin on their refinement
                 edges, counts = fine.edges[0], fine.counts
             elif self.interpolation == "uniform":
                 return np.mean([_overlap_weights(e, lo, hi) @ m for e, m in margins], axis=0)
@@ -559,16 +575,9 @@ class GridRelease(Release):
                 w = _overlap_weights(g1.edges[0], lo[0], hi[0])[0]
                 noise = float(np.sum(w**2) * g1.variance)
             else:
-                parts, holding = [], []
-                for (x, y), g in self._pair.items():
-                    if a in (x, y):
-                        axis = 0 if x == a else 1
-                        w = _overlap_weights(g.edges[axis], lo[0], hi[0])[0]
-                        parts.append(np.sum(w**2) * g.counts.shape[1 - axis] * g.variance)
-                        holding.append((g, g.attributes[axis], g.edges[axis]))
-                if any(not np.array_equal(e, holding[0][2]) for _, _, e in holding):
+                fine = self._refined(a)
+                if fine is not None:
                     # shifted partitions: the variance of the refined margin's weighted fit
-                    fine = refined_margin([g for g, _, _ in holding], holding[0][1])
                     w = _overlap_weights(fine.edges[0], lo[0], hi[0])[0]
                     cov = np.asarray(fine.meta["covariance"], dtype=np.float64)
                     noise = float(w @ cov @ w)
@@ -576,6 +585,12 @@ class GridRelease(Release):
                     # the margins are pooled with inverse-variance weights (Phase 2's
                     # consistency): 1/sum(1/v) (= sum(v)/k^2 for equal v); a grid without
                     # reports adds nothing
+                    parts = [
+                        np.sum(_overlap_weights(g.edges[ax], lo[0], hi[0])[0] ** 2)
+                        * g.counts.shape[1 - ax]
+                        * g.variance
+                        for g, ax in self._holding(a)
+                    ]
                     noise = float(1.0 / np.sum(1.0 / np.maximum(parts, 1e-300)))
         else:
             a, c = int(ax[0]), int(ax[1])
