@@ -418,8 +418,9 @@ class GridProtocol(LDPProtocol):
         where: dict[tuple[int, bytes], int] = {}
         first_off, second_off, n_cols = [], [], []
         for gr in self.groups:
+            edges = self.edges(gr)
             offs = []
-            for a, e in zip(gr, self.edges(gr), strict=True):
+            for a, e in zip(gr, edges, strict=True):
                 key = (a, e.tobytes())
                 if key not in where:
                     where[key] = sum(len(t) for t in luts)
@@ -427,7 +428,7 @@ class GridProtocol(LDPProtocol):
                 offs.append(where[key])
             first_off.append(offs[0])
             second_off.append(offs[-1])
-            n_cols.append(len(self.edges(gr)[-1]) - 1)
+            n_cols.append(len(edges[-1]) - 1)
         lut = np.concatenate(luts)
         first = np.array([gr[0] for gr in self.groups], dtype=np.int64)
         second = np.array([gr[-1] for gr in self.groups], dtype=np.int64)
