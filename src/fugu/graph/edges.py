@@ -1,7 +1,8 @@
 """Reading graphs: SNAP-style edge lists.
 
 A SNAP edge list is a text file with one edge per line (``u<TAB>v`` or ``u v``) and ``#`` comment
-lines; collaboration graphs such as ca-GrQc list each undirected edge in both directions.
+lines (whole lines only: a ``#`` inside an id is part of it); collaboration graphs such as ca-GrQc
+list each undirected edge in both directions.
 :func:`read_edge_list` reads it as an **undirected simple graph**: ``u v`` and ``v u`` (and
 repeats) become one edge — this conversion is documented, not silent. Self-loops are refused
 unless ``self_loops="drop"``. Node ids become ints when every id is written as a canonical
@@ -17,6 +18,7 @@ to the graph (``G.add_nodes_from(...)``; the CLI's ``--nodes N``) before releasi
 
 from __future__ import annotations
 
+import gzip
 import re
 import warnings
 from pathlib import Path
@@ -41,7 +43,8 @@ def read_edge_list(
     Parameters
     ----------
     path : file with two node ids per line (extra columns are ignored)
-    comment : lines starting with this are skipped
+    comment : lines starting with this (after leading whitespace) are skipped; elsewhere in a
+        line it is part of the text (an id ``c#d`` is the node ``c#d``, not ``c``)
     delimiter : None splits on any whitespace
     self_loops : "error" (default) or "drop"
 
@@ -59,11 +62,20 @@ def read_edge_list(
     p = Path(path)
     if not p.exists():
         raise InvalidParameterError(f"edge list {str(p)!r} does not exist")
+    if not isinstance(comment, str) or not comment:
+        raise InvalidParameterError(
+            f"comment must be a non-empty string (lines starting with it are skipped), got "
+            f"{comment!r}"
+        )
+    opener = gzip.open if p.suffix == ".gz" else open
     try:
-        with warnings.catch_warnings():
+        with opener(p, "rt", encoding="utf-8") as fh, warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": handled below
+            # only whole lines are comments: numpy's comments= also cuts a line at the first
+            # comment character, so the id 'c#d' was read as 'c' (two nodes merged into one)
+            lines = (line for line in fh if not line.lstrip().startswith(comment))
             raw = np.loadtxt(
-                p, dtype=str, comments=comment, delimiter=delimiter, ndmin=2, usecols=(0, 1)
+                lines, dtype=str, comments=None, delimiter=delimiter, ndmin=2, usecols=(0, 1)
             )
     except (ValueError, IndexError) as exc:
         raise InvalidParameterError(
