@@ -202,6 +202,8 @@ def register(cli: click.Group) -> None:
             refuse_unused(ctx, {"repetitions": "--repetitions"}, "without --report")
         inputs = [("the data file (--data)", data), ("the budget ledger (--ledger)", ledger)]
         refuse_overwriting(out, "--out", inputs)
+        # the report is written after the fit: a bad path failed with the ledger charged
+        refuse_overwriting(report_path, "--report", [*inputs, ("the centres (--out)", out)])
         dom = _domain(columns, domain_file)
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")

@@ -1,0 +1,70 @@
+"""Review 25: private k-means (ε-DP and Blowfish) after its rebuild (issue 15.2).
+
+Unless a test says otherwise it is exact (false-failure rate 0); the audits state theirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import numpy as np
+
+import fugu
+
+DOM2 = fugu.Domain([fugu.Ordinal("x", 0, 19), fugu.Ordinal("y", 0, 19)])
+
+
+def _points(n: int = 300, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 20, size=(n, 2))
+
+
+def _csv(tmp_path: Path, X: np.ndarray) -> Path:
+    p = tmp_path / "p.csv"
+    p.write_text("x,y\n" + "\n".join(f"{a},{b}" for a, b in X) + "\n")
+    return p
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    """The real entry point (one-line errors, exit codes) and what it printed."""
+    from fugu.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(list(args))
+    return code, out.getvalue()
+
+
+def _ledger(tmp_path: Path, total: float = 5.0) -> Path:
+    path = tmp_path / "ledger.json"
+    code, text = _cli("ledger", "init", str(path), "--total", str(total))
+    assert code == 0, text
+    return path
+
+
+def _spent(path: Path) -> float:
+    code, text = _cli("ledger", "show", str(path))
+    assert code == 0, text
+    return float(text.split("spent ")[1].split(",")[0])
+
+
+# == 1. fugu kmeans --report: refusals after the charge ===========================================
+def test_cli_report_path_is_checked_before_the_charge(tmp_path: Path) -> None:
+    """Before: ``--report /nonexistent/r.html`` fitted, charged the ledger ε = 1 and then failed
+    writing the report ('cannot write ...'), so the centres paid for were never shown. (``--out``
+    was already checked first.) Now the report's directory is checked before anything is read or
+    spent, like ``--out``."""
+    data, ledger = _csv(tmp_path, _points()), _ledger(tmp_path)
+    args = ["kmeans", "--data", str(data), "-c", "x:0..19,y:0..19", "-e", "1"]
+    code, text = _cli(*args, "--ledger", str(ledger), "--report", str(tmp_path / "no" / "r.html"))
+    assert code != 0 and "--report" in text and "nothing was read or spent" in text, text
+    assert _spent(ledger) == 0.0
+    # the report may not overwrite the data, the ledger or the centres of the same run
+    for target in (data, ledger):
+        code, text = _cli(*args, "--ledger", str(ledger), "--report", str(target))
+        assert code != 0 and "--report" in text, text
+    out = tmp_path / "c.csv"
+    code, text = _cli(*args, "--ledger", str(ledger), "--out", str(out), "--report", str(out))
+    assert code != 0 and "--report" in text, text
+    assert _spent(ledger) == 0.0
