@@ -10,6 +10,7 @@ import io
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import fugu
 
@@ -67,4 +68,27 @@ def test_cli_report_path_is_checked_before_the_charge(tmp_path: Path) -> None:
     out = tmp_path / "c.csv"
     code, text = _cli(*args, "--ledger", str(ledger), "--out", str(out), "--report", str(out))
     assert code != 0 and "--report" in text, text
+    assert _spent(ledger) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--repetitions", "0"], "repetitions"),
+        # under a policy with ⊥ the fit takes k above n (refusing would tell whether n < k); the
+        # report's non-private Lloyd cannot
+        (["--k", "400", "--policy", "distance:theta=1+bottom"], "n_clusters=400"),
+    ],
+)
+def test_cli_report_refusals_come_before_the_charge(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    """Before: the report's experiment ran after the fit, so its refusals came with the ledger
+    charged (ε = 1 spent, centres not shown): ``--repetitions 0``, and ``--k 400`` on 300 points
+    under a policy with ⊥ (the fit accepts k > n there). Now the experiment runs first."""
+    data, ledger = _csv(tmp_path, _points()), _ledger(tmp_path)
+    args = ["kmeans", "--data", str(data), "-c", "x:0..19,y:0..19", "-e", "1", *extra]
+    code, text = _cli(*args, "--ledger", str(ledger), "--report", str(tmp_path / "r.html"))
+    assert code != 0 and message in text, text
+    assert "Traceback" not in text
     assert _spent(ledger) == 0.0

@@ -213,21 +213,27 @@ def register(cli: click.Group) -> None:
         X: Any = _read_columns(data, list(dom.names)) if engine is None or report_path else None
         model = "central-dp" if policy is None else "blowfish"
         rng = seed_source(seed)
+        km = KMeans(
+            k,
+            epsilon,
+            policy=policy,
+            n_iter=iterations,
+            init=init,
+            progress=not quiet_requested(quiet) and not as_json,
+            rng=rng,
+            domain=dom,
+            clip=clip,
+            size_fraction=size_fraction,
+            sensitivity=sensitivity,
+        )
+        # the report's experiment (raw data, for the data owner) runs before the fit: run after
+        # it, its refusals (--repetitions 0, k above the number of points under a policy with
+        # ⊥) came with the ledger charged and the centres lost
+        exp = None
+        if report_path:
+            exp = _experiment(report_path, X, dom, policy, km, repetitions, seed)
         with open_ledger(ledger, model=model, policy=_ledger_policy(policy, dom)) as acct:
-            km = KMeans(
-                k,
-                epsilon,
-                policy=policy,
-                n_iter=iterations,
-                init=init,
-                progress=not quiet_requested(quiet) and not as_json,
-                rng=rng,
-                domain=dom,
-                clip=clip,
-                size_fraction=size_fraction,
-                sensitivity=sensitivity,
-                accountant=acct,
-            )
+            km.set_params(accountant=acct)
             with cli_errors():
                 if engine is None:
                     km.fit(X)
@@ -243,7 +249,7 @@ def register(cli: click.Group) -> None:
         }
         path = _write_centres(out, names, centres, result) if out else None
         if report_path:
-            _report(report_path, X, dom, policy, km, repetitions, seed)
+            _report(report_path, exp, dom, km)
 
         def text() -> str:
             rows = [[i, *[round(float(v), 3) for v in c]] for i, c in enumerate(centres)]
@@ -286,7 +292,7 @@ def _write_centres(out: str, names: list[str], centres: np.ndarray, result: dict
     return p
 
 
-def _report(
+def _experiment(
     path: str,
     X: np.ndarray,
     dom: Any,
@@ -294,23 +300,29 @@ def _report(
     km: Any,
     repetitions: int,
     seed: int | None,
-) -> None:
-    from ..report import Report
+) -> Any:
+    """The objective-ratio experiment of ``--report`` (non-private: raw data, seeded noise)."""
     from ..report.kmeans_experiment import objective_ratio_experiment
 
     pols: list[Any] = [None] if policy is None else [None, policy]
-    exp = objective_ratio_experiment(
-        X,
-        dom,
-        pols,
-        n_clusters=km.n_clusters,
-        n_iter=km.n_iter,
-        repetitions=repetitions,
-        sensitivity=km.sensitivity,
-        size_fraction=km.size_fraction,
-        seed=seed or 0,
-        dataset=Path(str(path)).stem,
-    )
+    with cli_errors():
+        return objective_ratio_experiment(
+            X,
+            dom,
+            pols,
+            n_clusters=km.n_clusters,
+            n_iter=km.n_iter,
+            repetitions=repetitions,
+            sensitivity=km.sensitivity,
+            size_fraction=km.size_fraction,
+            seed=seed or 0,
+            dataset=Path(str(path)).stem,
+        )
+
+
+def _report(path: str, exp: Any, dom: Any, km: Any) -> None:
+    from ..report import Report
+
     rep = Report("fugu k-means (experiment on raw data: not for release)")
     rep.add_text(
         "Not for release",
