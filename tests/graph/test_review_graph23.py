@@ -13,7 +13,10 @@ import gzip
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
+import fugu
+from fugu import RandomSource as RS
 from fugu.graph import read_edge_list
 
 
@@ -35,3 +38,38 @@ def test_edge_list_keeps_a_comment_character_inside_an_id(tmp_path: Path) -> Non
     with gzip.open(z, "wt") as fh:
         fh.write("% c\ny c%d\nc x\n")
     assert sorted(read_edge_list(z, comment="%").nodes) == ["c", "c%d", "x", "y"]
+
+
+# == 2. the Laplace baseline counts before it charges ============================================
+def _aged_triangle_pattern() -> nx.Graph:
+    P = nx.complete_graph(3)
+    for v in P:
+        P.nodes[v]["predicate"] = lambda a: a["age"] > 1
+    return P
+
+
+def test_laplace_baseline_refuses_data_and_pattern_errors_before_charging() -> None:
+    """``laplace_count`` charged the accountant and only then enumerated the occurrences. A
+    pattern whose nodes carry a ``"predicate"`` (the documented per-role constraint) that fails
+    on one node's attributes (here node 0 has no ``age``) raised ``KeyError`` after the spend,
+    while the graph without that node released: the refusal told the two apart with
+    probability 1 (the fix review 13 made in ``count``). A disconnected pattern (a public
+    mistake) was refused after the spend too (spent 1.0 for nothing). Both are refused before
+    the charge now; a good call still charges once."""
+    P = _aged_triangle_pattern()
+    G = nx.complete_graph(5)
+    for v in G:
+        G.nodes[v]["age"] = v
+    acct = fugu.Accountant(fugu.Budget(5.0, model="edge-dp"))
+    rel = fugu.graph.laplace_count(G, P, 1.0, unit="edge", rng=RS(seed=0), accountant=acct)
+    assert acct.spent == 1.0 and rel.guarantee.epsilon == 1.0
+    del G.nodes[0]["age"]
+    with pytest.raises(KeyError):
+        fugu.graph.laplace_count(G, P, 1.0, unit="edge", rng=RS(seed=0), accountant=acct)
+    assert acct.spent == 1.0
+    two_edges = nx.Graph([(0, 1), (2, 3)])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="not connected"):
+        fugu.graph.laplace_count(
+            nx.complete_graph(6), two_edges, 1.0, unit="edge", rng=RS(seed=0), accountant=acct
+        )
+    assert acct.spent == 1.0

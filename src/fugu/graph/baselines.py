@@ -32,7 +32,14 @@ from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, discrete_laplace_variance, geometric_mechanism
 from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
-from .patterns import _normalise, check_graph, check_unit, enumerate_pattern, pattern_graph
+from .patterns import (
+    _normalise,
+    check_graph,
+    check_pattern,
+    check_unit,
+    enumerate_pattern,
+    pattern_graph,
+)
 
 __all__ = ["laplace_count", "global_sensitivity"]
 
@@ -121,7 +128,9 @@ def laplace_count(
 
     Privacy model: ε-edge DP (``unit="edge"``, n public) or ε-node DP on graphs of maximum degree
     ≤ ``degree_bound`` (``unit="node"``). See :mod:`fugu.graph.baselines` for the sensitivities.
-    ``accountant`` is charged ε once (model ``edge-dp`` / ``node-dp``) before the graph is read;
+    ``accountant`` is charged ε once (model ``edge-dp`` / ``node-dp``) after the occurrences
+    are counted (a refusal there, e.g. a pattern node's ``"predicate"`` failing on some node's
+    attributes, charges nothing) and before the node-DP degree bound is checked;
     ``nonnegative=True`` clamps the release at 0 (post-processing, recorded in the guarantee).
 
     Examples
@@ -134,7 +143,7 @@ def laplace_count(
     """
     check_graph(G)
     model = "edge-dp" if unit == "edge" else "node-dp"
-    check_unit(unit)
+    check_pattern(pattern, False, unit)  # public: refused before anything is charged
     name = pattern_name(pattern, k)
     gs = global_sensitivity(pattern, unit, n=G.number_of_nodes(), degree_bound=degree_bound, k=k)
     eps = check_epsilon(epsilon)
@@ -151,6 +160,10 @@ def laplace_count(
             f"epsilon >= {gs / MAX_SCALE:.3g} (and at most 1000); it is useless here anyway (use "
             f"fugu.graph.count)"
         )
+    # The occurrences are enumerated before anything is charged: a refusal there (a pattern
+    # node's "predicate" failing on some node's attributes) depends on the graph and must
+    # spend nothing, as in fugu.graph.count.
+    true = len(enumerate_pattern(G, pattern, k))
     eps, source = start(eps, rng, accountant, f"laplace baseline: {name} count", model=model)
     if unit == "node":
         dmax = max((deg for _, deg in G.degree), default=0)
@@ -159,7 +172,6 @@ def laplace_count(
                 f"the graph breaks the promised degree bound {degree_bound} (some node has more "
                 f"neighbours); the bound must hold for node-DP with this baseline"
             )
-    true = len(enumerate_pattern(G, pattern, k))
     noisy = geometric_mechanism([true], gs, eps, source)
     neighbours = (
         GRAPH_NEIGHBOURS["edge-dp"]
