@@ -92,3 +92,27 @@ def test_cli_report_refusals_come_before_the_charge(
     assert code != 0 and message in text, text
     assert "Traceback" not in text
     assert _spent(ledger) == 0.0
+
+
+def test_cli_report_clips_like_the_fit(tmp_path: Path) -> None:
+    """Before: ``--clip --report`` on points outside the domain fitted the clipped points and
+    then refused the report's experiment ('58 of 300 values lie outside the domain ... pass
+    clip=True (fugu kmeans --clip)', which was passed), after the charge. The experiment now
+    clips as the fit does (``objective_ratio_experiment(clip=True)``); without --clip both
+    refuse."""
+    from fugu.report.kmeans_experiment import objective_ratio_experiment
+
+    data, ledger = _csv(tmp_path, _points()), _ledger(tmp_path)
+    args = ["kmeans", "--data", str(data), "-c", "x:0..15,y:0..19", "-e", "1", "--seed", "1"]
+    args += ["--repetitions", "1"]
+    report = tmp_path / "r.html"
+    code, text = _cli(*args, "--clip", "--ledger", str(ledger), "--report", str(report))
+    assert code == 0, text
+    assert report.exists() and _spent(ledger) == 1.0
+    code, text = _cli(*args, "--ledger", str(ledger), "--report", str(report))
+    assert code != 0 and "outside the domain" in text and _spent(ledger) == 1.0
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 15), fugu.Ordinal("y", 0, 19)])
+    res = objective_ratio_experiment(
+        _points(), dom, [None], epsilons=[1.0], repetitions=1, clip=True
+    )
+    assert res.n == 300

@@ -317,6 +317,7 @@ def _experiment(
             size_fraction=km.size_fraction,
             seed=seed or 0,
             dataset=Path(str(path)).stem,
+            clip=bool(km.clip),
         )
 
 

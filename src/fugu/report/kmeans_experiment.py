@@ -192,6 +192,7 @@ def objective_ratio_experiment(
     seed: int = 0,
     dataset: str = "data",
     names: Sequence[str] | None = None,
+    clip: bool = False,
 ) -> KMeansExperiment:
     """Run the paper's experiment on points ``X`` (n × d) in ``domain``.
 
@@ -213,6 +214,9 @@ def objective_ratio_experiment(
         Seeds the public starts and the (reproducible, non-private) noise.
     names : list of str, optional
         Column labels for the policies (default: None → ``laplace``, others their description).
+    clip : bool
+        Clip out-of-domain points to the box, as ``KMeans(clip=True)`` does (default: refuse
+        them).
 
     Returns
     -------
@@ -237,7 +241,7 @@ def objective_ratio_experiment(
     pts = np.asarray(X, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[1] != grid.dim:
         raise InvalidParameterError(f"X must have shape (n, {grid.dim}), got {pts.shape}")
-    codes = grid.encode(pts, clip=False)
+    codes = grid.encode(pts, clip=bool(clip))
     points = grid.to_points(codes)
     if k > points.shape[0]:
         raise InvalidParameterError(
