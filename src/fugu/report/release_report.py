@@ -76,8 +76,9 @@ def write_release_report(
     """Write one self-contained HTML report about ``releases`` ((label, Release) pairs).
 
     ``truth(domain)`` returns the publisher's true dense counts over a release's domain (or
-    None); it enables the true-vs-released comparisons. The query workload uses public
-    randomness seeded by ``seed``.
+    None); it enables the true-vs-released comparisons. An error it raises (the data cannot be
+    read, or do not fit a release's domain) is raised again naming the release, and no report
+    is written. The query workload uses public randomness seeded by ``seed``.
     """
     rep = Report(
         (title or f"fugu report: {len(releases)} release(s)")
@@ -140,7 +141,7 @@ def write_release_report(
         if dom is None:
             _scalar_section(rep, label, rel)
             continue
-        true_counts = _safe(partial(truth, dom)) if truth is not None else None
+        true_counts = _true_counts(truth, dom, label) if truth is not None else None
         wl = _safe(
             partial(random_workload, dom, n_queries, n_predicates=(1, min(dom.ndim, 3)), seed=seed)
         )
@@ -226,6 +227,23 @@ def write_release_report(
             "answer (publisher only). The orange line is no error; panels share the error scale.",
         )
     return rep.save(path)
+
+
+def _true_counts(truth: Callable[[Any], Any], dom: Any, label: str) -> Any:
+    """The publisher's true counts over ``dom``; a failure is an error naming the release.
+
+    It was swallowed: a report asked for with the true data (a missing file, data that do not
+    fit the release's domain) came out titled "publisher only" with no comparison at all.
+    """
+    from ..errors import FuguError, InvalidParameterError
+
+    why = "; give the data the release was made from, or leave out the true data"
+    try:
+        return truth(dom)
+    except FuguError as exc:
+        raise type(exc)(f"the true data for {label}: {exc}{why}") from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise InvalidParameterError(f"the true data for {label}: {exc}{why}") from None
 
 
 def _expected(rel: Any, wl: Any) -> np.ndarray:

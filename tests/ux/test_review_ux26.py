@@ -1,0 +1,60 @@
+"""Review 26: the command line, its reports and the top-level docs, from a user's side.
+
+Each test failed before its fix (see the commit that added it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fugu.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def people(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    p = tmp_path / "people.csv"
+    ages, sexes = rng.integers(0, 100, 300), rng.integers(0, 2, 300)
+    rows = "\n".join(f"{a},{'FM'[b]}" for a, b in zip(ages, sexes, strict=True))
+    p.write_text("age,sex\n" + rows + "\n")
+    return p
+
+
+@pytest.fixture
+def release(tmp_path: Path, people: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    out = tmp_path / "people.npz"
+    code, _, err = run(
+        capsys, "release", "--data", str(people), "-a", "age:0..99,sex:F|M", "-e", "1",
+        "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    return out
+
+
+# -- fugu report --data: true data that cannot be used was dropped silently --
+@pytest.mark.parametrize("data", ["other.csv", "missing.csv"])
+def test_report_refuses_true_data_it_cannot_use(
+    tmp_path: Path, release: Path, data: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu report people.npz --data other.csv` (data without the release's columns; `--data
+    adult` alike) or a missing --data file wrote a report titled "publisher only" with no
+    true-vs-released comparison at all, and exit code 0."""
+    html = tmp_path / "r.html"
+    (tmp_path / "other.csv").write_text("x,y\n1,2\n")
+    code, out, err = run(
+        capsys, "report", str(release), "--data", str(tmp_path / data), "--out", str(html),
+        "--queries", "20",
+    )  # fmt: skip
+    assert code != 0, out
+    assert "people.npz" in err and "true data" in err, err
+    assert "Traceback" not in err
+    assert not html.exists()
