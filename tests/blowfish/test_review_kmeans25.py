@@ -6,8 +6,11 @@ Unless a test says otherwise it is exact (false-failure rate 0); the audits stat
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
+import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,3 +119,60 @@ def test_cli_report_clips_like_the_fit(tmp_path: Path) -> None:
         _points(), dom, [None], epsilons=[1.0], repetitions=1, clip=True
     )
     assert res.n == 300
+
+
+# == 2. a private n is never refused on =========================================================
+def test_private_n_is_clamped_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: ``check_sum_range`` refused (before the charge, but on the data) whenever
+    n·width/2 exceeded q_sum's noise grid, also when n is private. Explicit secret graph on a
+    binned x (midpoints ±1e12, ±5e11, 0, 1; box centre 0) with edges (0, 1) and (0, ⊥) — a
+    record at 0 may be added or removed: q_sum sensitivity 1, the grid holds 4.398 points of
+    reach 1e12. Four far points fitted; the same four plus one record added at 0 (a neighbour)
+    were refused: the refusal told the two apart with probability 1. Now a private n is never
+    refused on: the exact centred sums are clamped to the grid's exact range (1-Lipschitz, so
+    the sensitivity still holds; in the guarantee as ``q_sum_clamp``), and both neighbours
+    fit. A public n (no ⊥) is still checked before the charge."""
+    from fugu.blowfish.kmeans import KMeans, SecretGraph
+
+    kq = importlib.import_module("fugu.blowfish.kmeans_queries")
+    edges = [-1e12, -1e12 + 1, -0.5, 0.5, 1.5, 1e12 - 1, 1e12]
+    dom = fugu.Domain([fugu.Ordinal("x", edges=edges)])
+    mids = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
+    graph = SecretGraph("explicit", edges=np.array([[2, 3], [2, -1]]))
+    seen: list[np.ndarray] = []
+    real = kq.grid_laplace
+
+    def spy(values: Any, *a: Any, **kw: Any) -> Any:
+        seen.append(np.array(values, dtype=np.float64, copy=True))
+        return real(values, *a, **kw)
+
+    monkeypatch.setattr(kq, "grid_laplace", spy)
+    far = [[mids[0]]] * 2 + [[mids[5]]] * 2
+    outs, caps = [], []
+    for X in (far, [*far, [mids[2]]], [[mids[0]]] * 5):
+        acct = fugu.Accountant(fugu.Budget(5.0, model="blowfish"))
+        km = KMeans(
+            2, 1.0, policy=graph, domain=dom, init=[[-5e11], [5e11]], accountant=acct,
+            rng=fugu.RandomSource(seed=0),
+        )  # fmt: skip
+        km.fit(np.array(X))
+        outs.append(seen[-km.n_iter_ :])
+        caps.append(km.guarantee_.parameters.get("q_sum_clamp"))
+        assert acct.spent == 1.0
+    cap = caps[0]
+    assert caps == [cap] * 3 and 4e12 < cap < 4.4e12
+    for out in outs:
+        assert all(np.all(np.abs(v) <= cap) for v in out)
+    # the first iteration starts from the same public centres: the neighbours' sums differ by
+    # the added record's centred value, 0
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    # five points at -1e12 (sum -5e12) reach the noise as the cap
+    assert outs[2][0][0, 0] == -cap
+    # a public n (the same graph without ⊥) is still refused before the charge
+    public = SecretGraph("explicit", edges=np.array([[2, 3]]))
+    acct = fugu.Accountant(fugu.Budget(5.0, model="blowfish"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="noise grid"):
+        KMeans(2, 1.0, policy=public, domain=dom, n_iter=2, accountant=acct).fit(
+            np.array([*far, [0.0]])
+        )
+    assert acct.spent == 0

@@ -30,7 +30,11 @@ Definition 7; spec ``blowfish_privelet_hierarchical.md`` §A.6):
    2–4 dimensions; the paper split equally). When a query has sensitivity 0 under the policy it
    is released exactly and the whole share goes to the other. n is public under replace-one
    neighbours (no ⊥), so using it to choose ``n_iter`` costs nothing; with ⊥ in the policy n is
-   private and ``"auto"`` uses 2 updates.
+   private and ``"auto"`` uses 2 updates. A public n is also checked against the range of
+   q_sum's noise grid before anything is spent; a private n is never refused on (that would
+   tell neighbours apart): the exact sums are clamped to that range instead
+   (:func:`~fugu.blowfish.kmeans_queries.sum_cap`, in the guarantee as ``q_sum_clamp``; it
+   changes only sums of about 2^42·S(q_sum)/(d·width) points or more).
 
 Sensitivities (spec §A.5; closed forms on the domain grid, checked against brute force in
 ``tests/blowfish/test_kmeans_sensitivity.py``). q_size: 2 (one record leaves one cluster and
@@ -146,6 +150,7 @@ from .kmeans_queries import (
     qsum_sensitivity,
     release_iteration,
     su_plan,
+    sum_cap,
     sum_grid,
 )
 
@@ -735,8 +740,13 @@ class KMeans:
         if _grid_start(self.init, n_public, grid):
             spec = eugkm_grid(n, eps_init if eps_init > 0 else eps, grid, graph)
         check_plan_epsilon(eps, plans, k, grid.dim, spec, init_share)
-        if iters > 0:
+        # a public n is checked against the noise grid's range; a private one is never refused
+        # on (4 points fitted and the same + 1 at a ⊥ value was refused): the sums are clamped
+        cap = None
+        if iters > 0 and n_public:
             check_sum_range(n, grid, k, s_sum)
+        elif iters > 0 and s_sum > 0:
+            cap = sum_cap(grid, k, s_sum)
         eps, source = start(
             eps,
             self.rng,
@@ -767,7 +777,7 @@ class KMeans:
         step = sum_grid(grid, k, s_sum) if s_sum > 0 else None
 
         def stats(c: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-            return cluster_stats(
+            sizes, sums = cluster_stats(
                 data,
                 grid,
                 c,
@@ -778,6 +788,7 @@ class KMeans:
                 step=step,
                 **engine_options,
             )
+            return sizes, (sums if cap is None else np.clip(sums, -cap, cap))
 
         bar = None
         if self.progress and iters > 0:
@@ -824,7 +835,7 @@ class KMeans:
         self.plan_ = su
         self.size_fraction_ = frac
         self.guarantee_ = self._guarantee(
-            eps, source, graph, plans, s_size, s_sum, iters, k, frac, su, eps_init, spec
+            eps, source, graph, plans, s_size, s_sum, iters, k, frac, su, eps_init, spec, cap
         )
         return self
 
@@ -842,6 +853,7 @@ class KMeans:
         su: KMeansPlan,
         eps_init: float = 0.0,
         spec: GridSpec | None = None,
+        cap: float | None = None,
     ) -> Guarantee:
         blowfish = not (graph.kind == "full" and self.policy is None)
         params = {
@@ -865,6 +877,9 @@ class KMeans:
                 else {}
             ),
             "assignment": "block by block" if graph.kind == "partition" else "nearest centre",
+            # n private: the centred sums are clamped to the noise grid's exact range (a public
+            # bound no realistic data reaches) rather than refused on n
+            **({"q_sum_clamp": cap} if cap is not None else {}),
         }
         if self.sensitivity == "paper":
             params["warning"] = PAPER_WARNING

@@ -56,6 +56,7 @@ __all__ = [
     "KMeansPlan",
     "su_plan",
     "check_sum_range",
+    "sum_cap",
     "sum_grid",
 ]
 
@@ -335,7 +336,9 @@ def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
     sums straddle the limit were told apart with probability 1). Every centred sum of attribute
     j is at most ``n · max_v |coords_j[v] − o_j|`` = ``n · width_j / 2``, and the grid depends
     only on (sensitivity, changed coordinates), so the check uses only the number of points, as
-    Privelet's does."""
+    Privelet's does. Only for a public n (no ⊥): refusing on a private n tells neighbours apart
+    (a record added at a ⊥ value crosses the bound); then the sums are clamped to
+    :func:`sum_cap` instead."""
     if sens_sum <= 0:
         return
     # exact doubles on the grid (exact_centred_sums rounds the sums onto it)
@@ -348,6 +351,16 @@ def check_sum_range(n: int, grid: KMeansGrid, k: int, sens_sum: float) -> None:
             f"most {limit / reach:.6g} points fit and X has more; use a coarser policy (larger "
             f"blocks or theta), or rescale the attributes"
         )
+
+
+def sum_cap(grid: KMeansGrid, k: int, sens_sum: float) -> float:
+    """The largest |centred sum| q_sum's noise grid holds exactly (a multiple of its step,
+    public): where n is private (⊥ in the policy, SQL rows) the exact sums are clamped to
+    ``±sum_cap`` before the noise instead of refusing on n (:func:`check_sum_range`). Clamping
+    is 1-Lipschitz in every coordinate, so the sensitivity still bounds the change; only sums
+    of more points than the grid holds (``sum_cap / (width/2)`` of them) are changed."""
+    gamma, limit = grid_capacity(sens_sum, _sum_changed(grid, k), GRID_EXACT_UNITS)
+    return math.floor(limit / gamma) * gamma
 
 
 #: Su et al. (2016): the typical |centred coordinate| of a cluster centre as a fraction of its
