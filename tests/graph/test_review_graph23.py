@@ -73,3 +73,54 @@ def test_laplace_baseline_refuses_data_and_pattern_errors_before_charging() -> N
             nx.complete_graph(6), two_edges, 1.0, unit="edge", rng=RS(seed=0), accountant=acct
         )
     assert acct.spent == 1.0
+
+
+# == 3. count(..., mechanism=<baseline>) never ignores an option =================================
+@pytest.mark.parametrize(
+    ("mechanism", "kw"),
+    [
+        ("laplace", {"node_predicate": lambda a: a["club"] == "Officer"}),
+        ("laplace", {"edge_predicate": lambda a: False}),
+        ("smooth", {"beta": 0.01}),
+        ("smooth", {"tolerance": 0.5}),
+        ("karwa", {"mu": 2.0}),
+        ("laplace", {"induced": True}),
+    ],
+)
+def test_a_baseline_refuses_the_recursive_mechanisms_options(
+    mechanism: str, kw: dict[str, object]
+) -> None:
+    """``count(..., mechanism="laplace" | "smooth" | "karwa")`` refused ``g_factor`` but
+    dropped every other option of the Recursive Mechanism silently: with
+    ``node_predicate=club == 'Officer'`` the Laplace baseline released the count of *all*
+    45 karate triangles under the statistic 'triangle count' (no trace of the constraint),
+    and ``beta``, ``tolerance``, ``mu``, ``induced``, … were accepted and unused. They are
+    refused now, before anything is charged; the defaults still pass."""
+    G = nx.karate_club_graph()
+    pattern = "2-star" if mechanism == "karwa" else "triangle"
+    acct = fugu.Accountant(fugu.Budget(5.0, model="edge-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match=next(iter(kw))):
+        fugu.graph.count(
+            G,
+            pattern,
+            1.0,
+            unit="edge",
+            mechanism=mechanism,
+            rng=RS(seed=0),
+            accountant=acct,
+            **kw,  # type: ignore[arg-type]
+        )
+    assert acct.spent == 0
+    fugu.graph.count(
+        G,
+        pattern,
+        1.0,
+        unit="edge",
+        mechanism=mechanism,
+        rng=RS(seed=0),
+        accountant=acct,
+        theta=1.0,
+        split=0.5,
+        progress=False,
+    )
+    assert acct.spent == 1.0

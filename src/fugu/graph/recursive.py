@@ -970,6 +970,8 @@ def count(
         If given, the private :class:`Trace` of the run is appended (tests and benchmarks only).
     mechanism : {"recursive", "karwa", "smooth", "laplace"}
         ``"recursive"`` (default): the Recursive Mechanism, any pattern, node or edge DP.
+        The baselines take none of its options (``beta`` … ``trace``, the predicates,
+        ``induced``, ``g_factor``): giving one with them is refused, not ignored.
         The paper's edge-DP baselines: ``"karwa"`` — Karwa, Raskhodnikova, Smith, Yaroslavtsev
         (PVLDB 2011): ε-DP k-star count (smooth sensitivity) or (ε, δ)-DP k-triangle count (needs
         ``delta``), see :mod:`fugu.graph.karwa`; ``"smooth"`` — triangles, Nissim, Raskhodnikova
@@ -1002,6 +1004,39 @@ def count(
             raise InvalidParameterError(
                 f"g_factor={g_factor!r} is an option of the Recursive Mechanism (the factor of "
                 f"G in eq. 19); mechanism={mechanism!r} has no G: drop g_factor"
+            )
+        # the baselines take none of the Recursive Mechanism's options: one given would be
+        # ignored silently (a predicate or induced=True would not restrict the released count)
+        given = [
+            name
+            for name, value, default in (
+                ("beta", beta, None),
+                ("theta", theta, 1.0),
+                ("mu", mu, None),
+                ("split", split, 0.5),
+                ("tolerance", tolerance, 0.01),
+                ("x_rule", x_rule, "relaxed"),
+                ("node_predicate", node_predicate, None),
+                ("edge_predicate", edge_predicate, None),
+                ("induced", induced, False),
+                ("progress", progress, False),
+                ("method", method, "clarabel"),
+                ("lp_time_limit", lp_time_limit, None),
+                ("trace", trace, None),
+            )
+            if value is not default and (callable(value) or value != default)
+        ]
+        if given:
+            hint = (
+                " (to restrict a laplace count, give a networkx pattern whose nodes or edges "
+                "carry a 'predicate' attribute)"
+                if mechanism == "laplace" and {"node_predicate", "edge_predicate"} & set(given)
+                else ""
+            )
+            raise InvalidParameterError(
+                f"{', '.join(given)}: option(s) of the Recursive Mechanism "
+                f"(mechanism='recursive') that mechanism={mechanism!r} would ignore; drop "
+                f"them{hint}"
             )
         return _baseline_count(
             G,
