@@ -58,3 +58,30 @@ def test_report_refuses_true_data_it_cannot_use(
     assert "people.npz" in err and "true data" in err, err
     assert "Traceback" not in err
     assert not html.exists()
+
+
+# -- plain words: every model a release can carry is explained --
+def test_plain_words_explain_participant_dp() -> None:
+    """A participant-DP release (fugu.graph.answer / general_recursive on joined tables) was
+    explained as 'Who is protected: (unknown model).' in `fugu report`."""
+    import fugu
+    from fugu.report.plain import plain_text
+
+    rel = fugu.graph.general_recursive(lambda s: len(s), ["a", "b", "c"], 1.0)
+    text = plain_text(rel.guarantee)
+    assert "unknown" not in text
+    assert "participant" in text
+
+
+def test_plain_words_say_a_bottom_policy_hides_presence() -> None:
+    """Under a Blowfish policy with the bottom vertex (--neighbours add-remove) presence is a
+    secret too; the plain words only spoke of linked values."""
+    import fugu
+    from fugu.report.plain import plain_words
+
+    h = fugu.Histogram(np.arange(10), fugu.Domain([fugu.Ordinal("age", 0, 9)]))
+    pol = fugu.blowfish.Policy.line(h.domain)
+    with_bottom = fugu.blowfish.ordered(h, 1.0, pol.with_bottom()).guarantee
+    without = fugu.blowfish.ordered(h, 1.0, pol).guarantee
+    assert "in the data" in plain_words(with_bottom)["cannot"]
+    assert "in the data" not in plain_words(without)["cannot"]

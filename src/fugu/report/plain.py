@@ -63,11 +63,20 @@ def _unit_sentence(model: str, g: Any) -> tuple[str, str, str]:
         )
     if model == "blowfish":
         pol = f" ({policy})" if policy else ""
+        # the policy's bottom vertex (add/remove neighbours) also hides whether a person is in
+        bottom = bool(params.get("bottom")) or str(policy or "").endswith("+bottom")
+        presence = (
+            "; and whether any one person is in the data at all (the policy's bottom vertex: "
+            "add/remove neighbours)"
+            if bottom
+            else ""
+        )
         return (
             f"the secret pairs of the policy{pol}: for every pair of values the policy links, "
-            "nobody can tell which of the two a person has",
+            "nobody can tell which of the two a person has"
+            + (", nor whether they are in the data" if bottom else ""),
             "which of two linked values any one person has (e.g. under a distance policy with "
-            "theta = 5, whether someone is 33 or 37)",
+            "theta = 5, whether someone is 33 or 37)" + presence,
             "distinctions the policy declares not secret. Under a distance policy an adversary "
             "may learn a value roughly, to within a few times theta; under a partition policy, "
             "which block a person is in; with public constraints, what those constraints imply. "
@@ -79,6 +88,14 @@ def _unit_sentence(model: str, g: Any) -> tuple[str, str, str]:
             "whether any one participant is in the graph at all, and who they are connected to",
             "the overall structure of the graph, e.g. about how many triangles it has, to within "
             "the stated error.",
+        )
+    if model == "participant-dp":
+        return (
+            "every participant of the relational query (one person or entity, with every tuple "
+            "it owns in the joined tables)",
+            "whether any one participant is in the data at all, and what their tuples say",
+            "the query's overall answer (e.g. how many tuples the join has), to within the "
+            "stated error.",
         )
     if model == "edge-dp":
         return (
