@@ -176,3 +176,22 @@ def test_private_n_is_clamped_not_refused(monkeypatch: pytest.MonkeyPatch) -> No
             np.array([*far, [0.0]])
         )
     assert acct.spent == 0
+
+
+# == 3. wrong results and errors after the charge ===============================================
+def test_grid_start_on_a_domain_reaching_1e300() -> None:
+    """Before: the grid start's weighted k-means squared coordinates of bin midpoints near
+    5e299 (x binned on [0, 1, 2, 1e300]): inf distances, NaN k-means++ probabilities and
+    'ValueError: Probabilities contain NaN' from numpy after ε = 1 was charged. It now works in
+    units of a power of two (exact: the same choices on ordinary domains) and returns centres
+    inside the box."""
+    from fugu.blowfish.kmeans import KMeans, KMeansGrid
+
+    dom = fugu.Domain([fugu.Ordinal("x", edges=[0, 1, 2, 1e300]), fugu.Ordinal("y", 0, 9)])
+    grid = KMeansGrid.from_domain(dom)
+    X = np.array([[grid.coords[0][i % 3], i % 10] for i in range(200)])
+    acct = fugu.Accountant(fugu.Budget(5.0))
+    km = KMeans(2, 1.0, domain=dom, accountant=acct, rng=fugu.RandomSource(seed=1)).fit(X)
+    c = km.cluster_centers_
+    assert km.init_.startswith("private grid start") and acct.spent == 1.0
+    assert np.all(np.isfinite(c)) and np.all((c >= grid.low) & (c <= grid.high))

@@ -194,7 +194,12 @@ def weighted_kmeans(
     keep = weights > 0
     if int(keep.sum()) < k:
         return None
-    pts, w = points[keep], weights[keep]
+    # in units of a power of two at least the largest |coordinate| (public: bin midpoints):
+    # exact, so the same arithmetic, but squared distances cannot overflow (a domain reaching
+    # 1e300 made them inf and NaN probabilities, a ValueError after the charge)
+    top = float(np.max(np.abs(points), initial=0.0))
+    unit = math.ldexp(1.0, math.frexp(top)[1]) if top > 0 else 1.0
+    pts, w = points[keep] / unit, weights[keep]
     gen = rng.numpy_generator()
     best, best_obj = None, math.inf
     for _ in range(restarts):
@@ -218,4 +223,4 @@ def weighted_kmeans(
         obj = float((w * ((pts[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1)).sum())
         if obj < best_obj:
             best, best_obj = centres.copy(), obj
-    return best
+    return None if best is None else best * unit
