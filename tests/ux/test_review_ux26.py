@@ -85,3 +85,35 @@ def test_plain_words_say_a_bottom_policy_hides_presence() -> None:
     without = fugu.blowfish.ordered(h, 1.0, pol).guarantee
     assert "in the data" in plain_words(with_bottom)["cannot"]
     assert "in the data" not in plain_words(without)["cannot"]
+
+
+# -- fugu query: an answer from a seeded release is marked NOT PRIVATE --
+def test_query_of_a_seeded_release_says_not_private(
+    tmp_path: Path, people: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu query` printed 'age=20..29: 31.0  (± 2.0 RMSE)' from a --seed release, with no
+    NOT PRIVATE mark (the release, info and report carry it); --json had no 'private' key."""
+    import json
+
+    out = tmp_path / "seeded.npz"
+    code, _, err = run(
+        capsys, "release", "--data", str(people), "-a", "age:0..99,sex:F|M", "-e", "1",
+        "--seed", "3", "--out", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    code, text, err = run(capsys, "query", str(out), "-w", "age=20..29")
+    assert code == 0, err
+    assert "NOT PRIVATE" in text
+    code, text, err = run(capsys, "query", str(out), "-w", "age=20..29", "--json")
+    assert json.loads(text)["private"] is False
+
+
+def test_query_of_a_private_release_has_no_mark(
+    release: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    code, text, err = run(capsys, "query", str(release), "-w", "age=20..29")
+    assert code == 0 and "NOT PRIVATE" not in text, err
+    code, text, err = run(capsys, "query", str(release), "-w", "age=20..29", "--json")
+    assert json.loads(text)["private"] is True

@@ -403,10 +403,19 @@ def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
     q = RangeQuery(conds)
     ans = rel.answer(q)
     err = rel.expected_error(q)
+    private = bool(rel.guarantee.private)
+    # an answer from a seeded (--seed) release carries its NOT PRIVATE mark, like the release
+    not_private = (
+        ""
+        if private
+        else "\nNOT PRIVATE: from a release made with --seed (reproducible); do not publish."
+    )
     emit(
-        {"query": str(q), "answer": ans, "expected_error": err},
+        {"query": str(q), "answer": ans, "expected_error": err, "private": private},
         as_json,
-        lambda: f"{q}: {ans:,.1f}" + (f"  (± {err:,.1f} RMSE)" if err is not None else ""),
+        lambda: (
+            f"{q}: {ans:,.1f}" + (f"  (± {err:,.1f} RMSE)" if err is not None else "") + not_private
+        ),
     )
 
 
