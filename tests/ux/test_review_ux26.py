@@ -117,3 +117,21 @@ def test_query_of_a_private_release_has_no_mark(
     assert code == 0 and "NOT PRIVATE" not in text, err
     code, text, err = run(capsys, "query", str(release), "-w", "age=20..29", "--json")
     assert json.loads(text)["private"] is True
+
+
+# -- out of memory: one readable line, no traceback --
+def test_out_of_memory_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu release -a age -m hierarchical --branching 100000 -e 1` ended in a numpy
+    _ArrayMemoryError traceback ('Unable to allocate 74.5 GiB ...'); main() let MemoryError out."""
+    import fugu.cli as cli
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise MemoryError("Unable to allocate 74.5 GiB for an array with shape (100001, 100000)")
+
+    monkeypatch.setattr(cli, "load_histogram", boom)
+    code, out, err = run(capsys, "release", "-a", "age", "-e", "1")
+    assert code == 2
+    assert err.startswith("fugu: error: out of memory (Unable to allocate 74.5 GiB")
+    assert len(err.strip().splitlines()) == 1

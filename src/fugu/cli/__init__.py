@@ -477,6 +477,15 @@ def main(argv: list[str] | None = None) -> int:
             raise
         click.echo(f"fugu: error: {exc}", err=True)
         return 2
+    except MemoryError as exc:  # numpy's "Unable to allocate 74.5 GiB ..." was a traceback
+        if debug:
+            raise
+        click.echo(
+            f"fugu: error: out of memory ({exc or 'no detail'}); choose a smaller domain, "
+            "fewer attributes or smaller parameters (--debug shows where it happened)",
+            err=True,
+        )
+        return 2
     return 0
 
 
