@@ -195,3 +195,20 @@ def test_grid_start_on_a_domain_reaching_1e300() -> None:
     c = km.cluster_centers_
     assert km.init_.startswith("private grid start") and acct.spent == 1.0
     assert np.all(np.isfinite(c)) and np.all((c >= grid.low) & (c <= grid.high))
+
+
+@pytest.mark.parametrize("high", [2**24, 2**40])
+def test_attribute_with_too_many_values_is_refused_clearly(high: int) -> None:
+    """Before: the k-means grid was ``np.arange`` of every value of every attribute, so
+    ``Ordinal('t', 0, 2**40)`` (a timestamp) asked numpy for 8 TiB ('Unable to allocate'), and
+    ``0..10^9`` allocated 8 GB and then k times that per iteration's counts. An attribute with
+    more than 2^24 values is now refused, before anything is spent, naming it, its size and the
+    fix (bin it); 2^24 values still work."""
+    from fugu.blowfish.kmeans import KMeans, KMeansGrid
+
+    dom = fugu.Domain([fugu.Ordinal("t", 0, high)])
+    acct = fugu.Accountant(fugu.Budget(5.0))
+    with pytest.raises(fugu.errors.DomainTooLargeError, match=r"'t' has [\d,]+ values.*edges="):
+        KMeans(2, 1.0, domain=dom, accountant=acct).fit(np.array([[0], [high]]))
+    assert acct.spent == 0
+    assert KMeansGrid.from_domain(fugu.Domain([fugu.Ordinal("t", 1, 2**24)])).sizes == (2**24,)

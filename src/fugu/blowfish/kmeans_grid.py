@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from ..domain import Domain, Ordinal
 from ..errors import (
     DomainError,
+    DomainTooLargeError,
     InvalidTypeError,
     PolicyError,
 )
@@ -32,6 +33,11 @@ __all__ = [
 
 
 GRAPH_KINDS = ("full", "attribute", "partition", "distance", "explicit")
+
+
+#: Most values one attribute of a k-means domain may take: the grid holds every value's
+#: coordinate, and each Lloyd iteration counts k × (values) per attribute.
+MAX_ATTRIBUTE_VALUES = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,15 @@ class KMeansGrid:
                 raise DomainError(
                     f"k-means needs ordinal (numeric) attributes; {a.name!r} is nominal. Drop it "
                     f"or encode it as an Ordinal"
+                )
+            if a.size > MAX_ATTRIBUTE_VALUES:
+                # np.arange of its values came first: 8 GB for 0..10^9, then k times that per
+                # iteration's counts
+                raise DomainTooLargeError(
+                    f"k-means keeps every value of every attribute (and k counts per value in "
+                    f"each iteration): {a.name!r} has {a.size:,} values, the limit is "
+                    f"{MAX_ATTRIBUTE_VALUES:,}. Bin it: fugu.Ordinal({a.name!r}, edges=[...]) "
+                    f"with at most {MAX_ATTRIBUTE_VALUES:,} bins (points snap to bin midpoints)"
                 )
             if a.edges is not None:
                 e = np.asarray(a.edges, dtype=np.float64)
