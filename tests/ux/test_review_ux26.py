@@ -135,3 +135,19 @@ def test_out_of_memory_is_one_line(
     assert code == 2
     assert err.startswith("fugu: error: out of memory (Unable to allocate 74.5 GiB")
     assert len(err.strip().splitlines()) == 1
+
+
+# -- --queries 0 or negative: refused, not a report that says the release answers nothing --
+def test_report_refuses_no_queries(
+    tmp_path: Path, release: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu report x.npz --queries 0` (or -5) wrote a report saying 'This release does not
+    answer range queries.' (the workload failed inside _safe), exit 0; `fugu demo --queries 0`
+    said 'n_queries must be ...', a Python name."""
+    html = tmp_path / "r.html"
+    for n in ("0", "-5"):
+        code, _, err = run(capsys, "report", str(release), "--queries", n, "--out", str(html))
+        assert code == 2 and "--queries" in err and n in err, err
+        assert not html.exists()
+    code, _, err = run(capsys, "demo", "--queries", "0", "--no-report", "-m", "central")
+    assert code == 2 and "--queries" in err, err

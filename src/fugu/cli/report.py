@@ -64,7 +64,7 @@ def _truth_loader(data: str | None, engine: str | None, out_of_domain: str, sql:
 @click.option(
     "--queries",
     "n_queries",
-    type=int,
+    type=click.IntRange(min=1),
     default=500,
     show_default=True,
     help="Random range queries (public randomness) used to show the error.",
@@ -137,7 +137,7 @@ def report_cmd(
 @click.option(
     "--queries",
     "n_queries",
-    type=int,
+    type=click.IntRange(min=1),
     default=1000,
     show_default=True,
     help="Random range queries for the central cube.",
