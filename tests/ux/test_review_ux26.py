@@ -151,3 +151,22 @@ def test_report_refuses_no_queries(
         assert not html.exists()
     code, _, err = run(capsys, "demo", "--queries", "0", "--no-report", "-m", "central")
     assert code == 2 and "--queries" in err, err
+
+
+# -- fugu demo: options the run would ignore are refused --
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-m", "graph", "--no-report", "--report", "x.html"], "--report has no effect"),
+        (["-m", "graph", "--no-report", "-a", "age,sex"], "--attributes has no effect"),
+        (["-m", "ldp", "--no-report", "--queries", "50"], "--queries has no effect"),
+    ],
+)
+def test_demo_refuses_options_it_would_ignore(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu demo -m ldp -a age` ran the default LDP attributes and ignored -a (it shapes only
+    the central cube), and `--no-report --report x.html` wrote no report, both silently."""
+    code, out, err = run(capsys, "demo", *args)
+    assert code == 2 and says in err, (out, err)
+    assert out == ""

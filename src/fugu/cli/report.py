@@ -193,6 +193,16 @@ def demo_cmd(
     """
     from ..demo import run_demo
 
+    ctx = click.get_current_context()
+    if no_report:
+        refuse_unused(ctx, {"report_path": "--report"}, "with --no-report (no report is written)")
+    chosen = [m.strip() for m in models.split(",") if m.strip()]
+    if "central" not in chosen:
+        refuse_unused(
+            ctx,
+            {"attributes": "--attributes", "n_queries": "--queries"},
+            "without 'central' in --models (they shape the central-DP cube)",
+        )
     if seed is not None:
         click.echo(f"warning: --seed {seed} makes the run reproducible and NOT private", err=True)
     result = run_demo(
@@ -201,7 +211,7 @@ def demo_cmd(
         attributes=attributes.split(","),
         seed=seed,
         report_path=None if no_report else report_path,
-        models=[m.strip() for m in models.split(",") if m.strip()],
+        models=chosen,
         quick=quick,
         progress=not quiet_requested(quiet),
         log=None if quiet else (lambda line: click.echo(line, err=True)),
