@@ -60,12 +60,15 @@ n × n inverses; planning takes seconds per new axis size, cached).
 Inference. Weighted least squares under the tree constraints; because the measurement matrix
 and the noise precisions are Kronecker products, the estimate is the 1-D two-pass algorithm
 (:func:`fugu.inference.tree.consistent_tree`) applied along each axis in turn; under replace-one
-the total constraint then adds (n − Σ estimate)/M to every padded cell (exact for complete trees:
-the estimate's covariance maps the all-ones vector to a constant vector). Post-processing,
+the real cells' total is then constrained to n: the estimate moves by (n − Σ estimate)·u/Σu with
+u = ⊗_i u_i, u_i = Σ_i·1_real the axis's least-squares covariance applied to the indicator of
+its real (unpadded) cells (:func:`axis_direction`; constant when the axis is not padded). The
+released cube sums to n exactly. (Before review 24 the discrepancy was spread over the padded
+cells and the padding then dropped: with padding the cube did not sum to n.) Post-processing,
 unbiased, never increases the variance of any range query.
 
 Error. Exact per query (``expected_error``): with consistency, Var = C·Π_i f_i(q_i) −
-[replace] C·Π_i |q_i|² f_i(all)/M_i², with f_i the closed form
+[replace] C·Π_i (q_iᵀu_i)²/(1_realᵀu_i), with f_i the closed form
 :func:`fugu.inference.tree.range_variance` (O(h) per query); without, C·Π_i Σ_canonical nodes
 r_i(level). When at most one attribute has a tree the node variances are the exact discrete
 Laplace variances; with trees on several attributes the node variance is modelled as 2·scale²
@@ -74,6 +77,7 @@ Laplace variances; with trees on several attributes the node variance is modelle
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -92,6 +96,7 @@ from ..inference.tree import (
     canonical_runs,
     canonical_variance,
     consistent_tree,
+    covariance_apply,
     range_variance,
     tree_height,
 )
@@ -728,12 +733,31 @@ def _axis_factor(
 
 
 def _axis_total(tree: AxisTree, r: NDArray[np.float64]) -> float:
-    """f(all padded cells) / M²: the coefficient of the public-total term."""
+    """f(all padded cells) / M²: the public-total term of releases saved before the total
+    constrained the real cells only (``total_cells="padded"``)."""
     m = tree.leaves
     if tree.h == 0:
         return float(r[0]) / m
     f = range_variance(np.array([0]), np.array([m]), tree.b, r)
     return float(f[0]) / float(m) ** 2
+
+
+@functools.lru_cache(maxsize=64)
+def _direction_cached(n: int, b: int, h: int, r: tuple[float, ...]) -> NDArray[np.float64]:
+    if h == 0:
+        return np.full(n, r[0])
+    w = np.zeros(b**h)
+    w[:n] = 1.0
+    u = covariance_apply(w, b, np.asarray(r))[:n]
+    u.setflags(write=False)
+    return u
+
+
+def axis_direction(tree: AxisTree, r: NDArray[np.float64]) -> NDArray[np.float64]:
+    """u = Σ·1_real on the axis's real cells: the least-squares covariance (level variances
+    ``r``) applied to the indicator of the n real leaves among the b^h padded ones. The public
+    total moves the estimate along ⊗u_i; a flat axis has u = r·1. Public (no data)."""
+    return _direction_cached(tree.n, tree.b, tree.h, tuple(float(x) for x in r))
 
 
 def _variance(
@@ -743,18 +767,31 @@ def _variance(
     bounds: NDArray[np.int64],
     consistent: bool,
     total_known: bool,
+    total_cells: str = "real",
 ) -> NDArray[np.float64]:
+    """Var = C·Π f_i(q_i) − [public total] C·Π (q_iᵀu_i)²/(1_realᵀu_i), u_i = Σ_i·1_real
+    (:func:`axis_direction`); ``total_cells="padded"`` (releases saved before the total was
+    constrained on the real cells): C·Π |q_i|²·f_i(all)/M_i²."""
     b = np.asarray(bounds, dtype=np.int64)
     f1 = np.full(b.shape[0], const)
     f2 = np.full(b.shape[0], const)
     for ax, t in enumerate(trees):
         uniq, inv = _axis_rows(b, ax)
         f1 *= _axis_factor(t, factors[ax], uniq, consistent)[inv]
-        if total_known and consistent:
+        if not (total_known and consistent):
+            continue
+        if total_cells == "padded" or t.leaves == t.n:  # u_i is constant: f_i(all)/M_i
             length = (b[:, ax, 1] - b[:, ax, 0]).astype(np.float64)
             f2 *= length**2 * _axis_total(t, factors[ax])
+        else:
+            cu = np.concatenate([[0.0], np.cumsum(axis_direction(t, factors[ax]))])
+            f2 *= (cu[b[:, ax, 1]] - cu[b[:, ax, 0]]) ** 2 / float(cu[-1])
     if total_known and consistent:
-        return np.maximum(f1 - f2, 0.0)
+        out = np.maximum(f1 - f2, 0.0)
+        if total_cells == "real":  # the whole cube is the public total: exactly 0
+            sizes = np.asarray([t.n for t in trees], dtype=np.int64)
+            out[np.all((b[:, :, 0] == 0) & (b[:, :, 1] == sizes), axis=1)] = 0.0
+        return out
     return f1
 
 
@@ -831,6 +868,18 @@ class HierarchicalRelease(CubeRelease):
             to_json=lambda fs: [[float(x) for x in f] for f in fs],
         ),
         Meta("total_known", bool, default=False),
+        # how the public total was applied: "real" (the real cells' total, since review 24) or
+        # "padded" (spread over the padded cells: files saved before, which lack the key; they
+        # are saved again without it, so their format is kept)
+        Custom(
+            "total_cells",
+            save=lambda rel: (
+                {},
+                {} if rel.total_cells == "padded" else {"total_cells": rel.total_cells},
+            ),
+            restore=lambda arrays, meta, domain: str(meta.get("total_cells", "padded")),
+            meta=("total_cells",),
+        ),
         # Kronecker axes: written only for Kronecker releases, so tree releases keep the old
         # file format exactly
         Custom(
@@ -861,6 +910,7 @@ class HierarchicalRelease(CubeRelease):
         factors: list[NDArray[np.float64]] | None = None,
         total_known: bool = False,
         dense: list[treeplan.DenseAxis] | None = None,
+        total_cells: str = "real",
     ) -> None:
         super().__init__(domain, guarantee, estimate)
         self.trees = list(trees)
@@ -873,6 +923,11 @@ class HierarchicalRelease(CubeRelease):
             else [t.rel_variance for t in self.trees]
         )
         self.total_known = bool(total_known)
+        if total_cells not in ("real", "padded"):
+            raise InvalidParameterError(
+                f"total_cells must be 'real' or 'padded', got {total_cells!r}"
+            )
+        self.total_cells = total_cells
         self.dense = dense
         self._tree_prefix: PrefixSums | None = None
 
@@ -910,7 +965,13 @@ class HierarchicalRelease(CubeRelease):
         if self.dense is not None:
             return kronecker_variance(self.dense, self.const, bounds, self.total_known)
         return _variance(
-            self.trees, self.const, self.factors, bounds, self.consistent, self.total_known
+            self.trees,
+            self.const,
+            self.factors,
+            bounds,
+            self.consistent,
+            self.total_known,
+            self.total_cells,
         )
 
     def expected_error(self, query: RangeQuery | Mapping[str, Any]) -> float | None:
@@ -1312,9 +1373,15 @@ def hierarchical(
             leaves = consistent_tree(_split_layout(moved, t), t.b, factors[ax])[-1]
             est = np.moveaxis(leaves, -1, ax)
         post = ("least-squares consistency (Hay et al.)",)
+        est = np.ascontiguousarray(est[tuple(slice(0, t.n) for t in trees)])
         if total_known:
+            # the real cells' total is n (padding cells are public zeros): move the estimate
+            # along Σ·1_real = ⊗u_i (the constrained least squares); it then sums to n
             n_total = float(np.sum(hist.counts, dtype=np.int64))
-            est = est + (n_total - float(est.sum())) / est.size
+            u = np.ones(())
+            for ax, t in enumerate(trees):
+                u = np.multiply.outer(u, axis_direction(t, factors[ax]))
+            est = est + (n_total - float(est.sum())) * u / float(u.sum())
             post = (*post, "public total n as an exact constraint (replace-one neighbours)")
         tree_arr = None
     else:

@@ -69,6 +69,10 @@ API
     the leaves of R gives the formula. It equals :func:`consistent_variance`; see the tests.)
 ``range_weights(lo, hi, n_leaves)``
     0/1 weight rows for ranges, for :func:`consistent_variance`.
+``covariance_apply(weights, fanout, level_variance)``
+    ``(AᵀΣ⁻¹A)⁻¹ w``: the least-squares leaves' covariance applied to ``w`` (one run of the
+    two-pass algorithm). With ``w`` the indicator of the real (unpadded) leaves it is the
+    direction in which an exact constraint on their total moves the estimate.
 
 Example
 -------
@@ -105,6 +109,7 @@ __all__ = [
     "level_square_sums",
     "range_variance",
     "range_weights",
+    "covariance_apply",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -470,15 +475,21 @@ def range_weights(lo: ArrayLike, hi: ArrayLike, n_leaves: int) -> FloatArray:
     return ((j >= lo_a[:, None]) & (j < hi_a[:, None])).astype(np.float64)
 
 
-def consistent_variance(
+def covariance_apply(
     weights: ArrayLike, fanout: int, level_variance: Sequence[float] | ArrayLike
 ) -> FloatArray:
-    """Exact variance of ``weights · x̄_leaves`` after :func:`consistent_tree`.
+    """``(AᵀΣ⁻¹A)⁻¹ w``: the covariance of the leaves after :func:`consistent_tree` applied to
+    ``weights`` (shape ``(..., fanout**h)``, padded leaves; same shape out), in the units of
+    ``level_variance`` (root first; ``inf``: not measured).
 
-    ``weights`` has shape ``(..., fanout**h)`` (padded leaves); returns shape ``(...)``.
-    Uses ``Var = wᵀ(AᵀΣ⁻¹A)⁻¹w`` and the fact that the least-squares map sends the measurement
-    vector with ``σ²_leaf · w`` on the leaves and 0 elsewhere to ``(AᵀΣ⁻¹A)⁻¹ w``; unmeasured
-    (``inf``) levels stay unmeasured.
+    The least-squares map sends the measurement vector with ``σ²_leaf · w`` on the leaves and
+    0 elsewhere to ``(AᵀΣ⁻¹A)⁻¹ w`` (unmeasured levels stay unmeasured), so this is one run of
+    the two-pass algorithm. For ``w`` = 1 on every leaf of a complete tree the result is
+    constant; for the indicator of the first n of b^h leaves (padding) it is not.
+
+    >>> u = covariance_apply(np.array([1.0, 1, 1, 0]), 2, [np.inf, 1.0, 1.0])
+    >>> [round(float(x), 4) for x in u]
+    [0.3333, 0.3333, 0.6667, -0.3333]
     """
     b = _check_fanout(fanout)
     w = np.asarray(weights, dtype=np.float64)
@@ -490,5 +501,17 @@ def consistent_variance(
     assert v is not None
     batch = w.shape[:-1]
     levels = [np.zeros((*batch, b**k)) for k in range(h)] + [w * v[-1]]
-    est = consistent_tree(levels, b, v)[-1]
+    return np.asarray(consistent_tree(levels, b, v)[-1], dtype=np.float64)
+
+
+def consistent_variance(
+    weights: ArrayLike, fanout: int, level_variance: Sequence[float] | ArrayLike
+) -> FloatArray:
+    """Exact variance of ``weights · x̄_leaves`` after :func:`consistent_tree`.
+
+    ``weights`` has shape ``(..., fanout**h)`` (padded leaves); returns shape ``(...)``.
+    Uses ``Var = wᵀ(AᵀΣ⁻¹A)⁻¹w`` (:func:`covariance_apply`).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    est = covariance_apply(w, fanout, level_variance)
     return np.asarray(np.sum(est * w, axis=-1), dtype=np.float64)
