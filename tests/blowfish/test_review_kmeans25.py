@@ -288,3 +288,28 @@ def test_the_bottom_audit_catches_a_twice_understated_epsilon() -> None:
     res = audit(mech, d1, d2, 1.0, n_runs=40_000, vectorised=True, statistic=stat)
     assert not res.passed, str(res)
     assert res.epsilon_lower_bound > 1.2
+
+
+# == 5. clear errors ============================================================================
+@pytest.mark.parametrize(
+    ("kw", "why"),
+    [
+        ({"init": "auto", "policy": "distance:theta=1+bottom"}, "number of points is private"),
+        ({"init": "spread"}, "init='spread' is data-independent"),
+        ({"init": "auto", "domain": "5d"}, "up to 4 attributes; this domain has 5"),
+    ],
+)
+def test_n_iter_zero_says_why_there_is_no_start(kw: dict[str, Any], why: str) -> None:
+    """Before: n_iter=0 without the grid start said 'use init='auto' (the private grid start,
+    replace-one neighbours) or n_iter >= 1' also to a user who had passed init='auto' (under a
+    policy with ⊥, or in 5 dimensions). It now says which condition fails."""
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = DOM2
+    if kw.get("domain") == "5d":
+        dom = fugu.Domain([fugu.Ordinal(f"a{j}", 0, 4) for j in range(5)])
+    kw = {**kw, "domain": dom}
+    X = np.zeros((10, dom.ndim))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="n_iter=0") as exc:
+        KMeans(2, 1.0, n_iter=0, **kw).fit(X)
+    assert why in str(exc.value) and "use n_iter >= 1" in str(exc.value)

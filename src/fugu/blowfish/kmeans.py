@@ -129,6 +129,7 @@ from .kmeans_grid import (
 from .kmeans_init import (
     GRID_INIT_SHARE,
     HYBRID_MIN_RATIO,
+    MAX_GRID_DIM,
     GridSpec,
     _grid_start,
     _GridCounts,
@@ -281,6 +282,18 @@ def lloyd(
         if on_iteration is not None:
             on_iteration(t)
     return centers, history
+
+
+def _why_no_grid_start(init: Any, n_public: bool, grid: KMeansGrid) -> str:
+    """Why :func:`_grid_start` is False, in words (for the n_iter=0 refusal)."""
+    if not (isinstance(init, str) and init == "auto"):
+        return f"init={init!r} is data-independent; only init='auto' has the private grid start"
+    if not n_public:
+        return (
+            "the number of points is private (the policy adds or removes records, or the points "
+            "are an SQL query's rows), and the grid start's size needs it"
+        )
+    return f"the grid start is used up to {MAX_GRID_DIM} attributes; this domain has {grid.dim}"
 
 
 def _input_kind(X: Any, engine_options: Mapping[str, Any]) -> str:
@@ -586,8 +599,8 @@ class KMeans:
             iters = plan.n_iter if fixed is None else fixed
             if iters == 0:
                 raise InvalidParameterError(
-                    "n_iter=0 releases only the start: use init='auto' (the private grid start, "
-                    "replace-one neighbours) or n_iter >= 1"
+                    f"n_iter=0 releases only the start, and this fit has no private start "
+                    f"({_why_no_grid_start(self.init, n_public, grid)}); use n_iter >= 1"
                 )
         sf = self.size_fraction
         if isinstance(sf, str):
