@@ -170,3 +170,25 @@ def test_demo_refuses_options_it_would_ignore(
     code, out, err = run(capsys, "demo", *args)
     assert code == 2 and says in err, (out, err)
     assert out == ""
+
+
+# -- fugu ldp simulate --report: the method options hold for the report's runs too --
+def test_ldp_simulate_report_uses_the_method_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu ldp simulate -m hio -o branching=2 --report r.html` used branching=2 for the
+    printed table and HIO's default for every run in the report: the report's MAE table was
+    the same with and without -o (same seed)."""
+    import re
+
+    common = ["ldp", "simulate", "-m", "hio", "--n", "2000", "--d", "2", "--c", "16"]
+    common += ["--seed", "1", "--queries", "20", "--report-epsilons", "1", "-q"]
+    pages = []
+    for extra in ([], ["-o", "branching=2"]):
+        html = tmp_path / f"r{len(pages)}.html"
+        code, _, err = run(capsys, *common, *extra, "--report", str(html))
+        assert code == 0, err
+        pages.append(html.read_text())
+    assert "branching=2" in pages[1] and "branching=2" not in pages[0]
+    cells = [re.findall(r"<td>HIO</td><td>([^<]*)</td>", p) for p in pages]
+    assert cells[0] and cells[1] and cells[0] != cells[1]

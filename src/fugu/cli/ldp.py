@@ -325,6 +325,7 @@ def register(cli: click.Group) -> None:
                 volume=omega,
                 n_queries=n_queries,
                 seed=seed,
+                options=options,  # the table's -o options hold for the report's runs too
             )
             written = str(rep.save(report_path))
         emit(

@@ -40,6 +40,7 @@ def range_report(
     heatmap_bins: int = 16,
     seed: int | None = 0,
     title: str = "Local DP multi-dimensional range queries",
+    options: dict[str, Any] | None = None,
 ) -> Any:
     """An HTML report (:class:`fugu.report.Report`) comparing LDP range-query methods.
 
@@ -48,6 +49,9 @@ def range_report(
     volume ``volume``; plots MAE (|est − true|/n) against ε, tabulates it, and shows the true and
     the estimated 2-D distribution of one attribute pair (default: the first two attributes) as
     heatmaps of ``heatmap_bins`` × ``heatmap_bins`` blocks, for the last method at the largest ε.
+
+    ``options`` are passed to every method's constructor (``fugu ldp simulate -o key=value``;
+    the CLI checks each key against every method first) and listed in the report's setup.
 
     ``seed`` makes the runs reproducible and therefore NOT private (an experiment on data you
     hold anyway); pass ``seed=None`` to use the secure source. Used by ``fugu ldp simulate
@@ -88,7 +92,12 @@ def range_report(
         "Setup",
         f"{n:,} records, {domain.ndim} attributes ({', '.join(domain.names)}); {len(work)} random "
         f"{lam}-D range queries covering a fraction {volume:g} of each queried attribute. MAE is "
-        f"the mean |estimate − truth| / n.",
+        f"the mean |estimate − truth| / n."
+        + (
+            " Method options: " + ", ".join(f"{k}={v}" for k, v in options.items()) + "."
+            if options
+            else ""
+        ),
     )
     mae: dict[str, list[float]] = {}
     last: tuple[str, Release] | None = None
@@ -102,7 +111,7 @@ def range_report(
         for i, eps in enumerate(epsilons):
             rng = None if seed is None else RandomSource(seed=seed + 1000 * i + 1)
             try:
-                rel = cls(domain, eps).simulate(codes, rng=rng)
+                rel = cls(domain, eps, **(options or {})).simulate(codes, rng=rng)
             except Exception as exc:  # one method failing must not hide the others
                 skipped.append(f"{name} (eps={eps:g}: {exc})")
                 mae[name].append(math.nan)
