@@ -11,11 +11,17 @@ Privacy model
 Algorithm (SuLQ-style Lloyd iterations as in the Blowfish paper's k-means section and CACM
 Definition 7; spec ``blowfish_privelet_hierarchical.md`` §A.6):
 
-1. Data-independent start (no data, no ε): ``init="auto"`` spreads ``k`` separated centres
-   over the domain box with *public* randomness (:func:`spread_init`, the start DPLloyd uses);
-   ``"random"`` draws them uniformly (the paper); or centres the user passes in.
+1. Start. ``init="auto"`` (default): Su et al.'s EUGkM start when n is public (no ⊥, not SQL
+   rows) and d <= 4 — a noisy histogram on a public coarse grid (sensitivity 2; the blocks
+   themselves, exact, under a partition policy), then weighted k-means on it (post-processing;
+   :mod:`fugu.blowfish.kmeans_init`), taking 20 % of ε when updates follow and all of it when
+   none do; otherwise the spread start. Data-independent starts (no data, no ε):
+   ``"spread"`` spreads ``k`` separated centres over the domain box with *public* randomness
+   (:func:`spread_init`, the start DPLloyd uses); ``"random"`` draws them uniformly (the
+   paper); or centres the user passes in.
 2. For a public number of iterations ``n_iter`` — by default chosen from n, d, k, ε and the
-   sensitivities by Su et al.'s rule (:func:`su_plan`: 2 to 7 updates); the paper used 10:
+   sensitivities by Su et al.'s rule (:func:`su_plan`: 2 to 7 updates; after the grid start 0
+   when the rest of ε is below ε_m/2); the paper used 10:
    a. assign every point to its nearest current centre (centres are public; no privacy cost);
    b. release the cluster sizes q_size with exact discrete Laplace (geometric) noise of scale
       S(q_size, P) / ε_size;
@@ -24,11 +30,12 @@ Definition 7; spec ``blowfish_privelet_hierarchical.md`` §A.6):
       (:func:`fugu.noise.grid_laplace`);
    d. update μ_i ← o + s̃_i / ñ_i when ñ_i ≥ ``min_cluster_size`` (else keep μ_i: the safe rule
       for empty or negative noisy sizes), then clamp μ_i into the domain box.
-3. Budget: sequential composition; ε is split equally over the iterations (or by
-   ``iteration_weights``) and each iteration's share between q_size and q_sum by
-   ``size_fraction`` (default ``"auto"``: Su et al.'s split, about 20 % to q_size for ε-DP in
-   2–4 dimensions; the paper split equally). When a query has sensitivity 0 under the policy it
-   is released exactly and the whole share goes to the other. n is public under replace-one
+3. Budget: sequential composition; the grid start's share (``epsilon_init``) first, the rest
+   split equally over the iterations (or by ``iteration_weights``) and each iteration's share
+   between q_size and q_sum by ``size_fraction`` (default ``"auto"``: Su et al.'s split,
+   about 20 % to q_size for ε-DP in 2–4 dimensions; the paper split equally). When a query
+   has sensitivity 0 under the policy it is released exactly and the whole share goes to the
+   other. n is public under replace-one
    neighbours (no ⊥), so using it to choose ``n_iter`` costs nothing; with ⊥ in the policy n is
    private and ``"auto"`` uses 2 updates. A public n is also checked against the range of
    q_sum's noise grid before anything is spent; a private n is never refused on (that would
@@ -332,11 +339,15 @@ class KMeans:
         ``'attribute'``, ``'partition:lat=40,lon=30'``, ``'line'``, ``'full'``).
     n_iter : int or "auto"
         Number of noisy Lloyd updates (public). ``"auto"`` (default): Su et al.'s rule from n,
-        d, k, ε and the sensitivities (:func:`su_plan`; 2 to 7). The paper used 10.
-    init : "auto", "random" or array (k, d)
-        Data-independent start from public randomness: ``"auto"`` separated points spread
-        over the domain (:func:`spread_init`), ``"random"`` uniform points of the box, or
-        centres chosen without looking at the data.
+        d, k, ε and the sensitivities (:func:`su_plan`; 2 to 7, or 0 after the grid start when
+        the updates would add more noise than they gain). The paper used 10. ``0`` releases
+        the grid start alone (only with ``init="auto"`` where the grid start is used).
+    init : "auto", "spread", "random" or array (k, d)
+        ``"auto"`` (default): the private coarse-grid start (Su et al.'s EUGkM; part of ε,
+        ``init_`` and ``guarantee_`` say which and how much) when n is public and d <= 4, else
+        ``"spread"``. Data-independent, from public randomness (no ε): ``"spread"`` separated
+        points spread over the domain (:func:`spread_init`), ``"random"`` uniform points of the
+        box, or centres chosen without looking at the data.
     rng : RandomSource, optional
         Secure by default; a seeded source is reproducible and NOT private.
     domain : fugu.Domain, optional
@@ -383,6 +394,9 @@ class KMeans:
         The q_size share of each iteration's ε that was used.
     plan_ : KMeansPlan
         Su et al.'s plan for this fit (``eps_m``, the rule in words).
+    init_ : str
+        Which start was used: ``"data-independent"`` or ``"private grid start (<bins>,
+        epsilon <ε_init>)"``.
     noisy_sizes_ : ndarray (n_iter, k)
         The released noisy cluster sizes (covered by the guarantee).
     sensitivity_ : dict
