@@ -17,6 +17,9 @@ query's per-level statistics ``level_square_sums``), M_i the padded axis length,
 term is the exact gain of the public total n used as a zero-variance constraint (for complete
 trees the covariance of the least-squares leaves applied to the all-ones vector is constant, so
 the constraint spreads the discrepancy evenly over all cells; see :mod:`fugu.central.hierarchical`).
+For padded trees this term is that of the total spread over the padded cells; the release
+constrains the real cells' total and the padding's (zeros) instead, whose error is lower for
+every range (so the planner's objective is an upper bound there, exact without padding).
 
 Search. For every axis, candidate fan-outs b (for every height h the smallest b with b^h ≥ n and
 the next two, plus Qardaji et al.'s b), and for each the per-level shares minimising the
