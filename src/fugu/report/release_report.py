@@ -251,31 +251,48 @@ def _expected(rel: Any, wl: Any) -> np.ndarray:
 
 
 def _one_d_figure(rep: Report, label: str, rel: Any, true_counts: np.ndarray | None) -> None:
+    """The released (and true) counts of a 1-D release along its values.
+
+    Up to 200 values get one step each; a longer domain is shown in 64 bins as the mean count
+    per value of each bin (bins of unequal width, 74 ages in 64 bins of 1 or 2, drew every
+    2-value bin as a spike twice as high). The x axis is ticked with the attribute's values (it
+    showed codes 0..n-1 as 'age (code)' while the heatmaps show values).
+    """
     from . import matplotlib_agg
     from .plots import PALETTE, coarse_grid_bounds
 
     dom = rel.domain
+    attr = dom.attributes[0]
     plt = matplotlib_agg()
     n = dom.shape[0]
-    bounds, edges = coarse_grid_bounds((n, 1), (0, 1), (min(n, 64), 1))
+    bounds, edges = coarse_grid_bounds((n, 1), (0, 1), (n if n <= 200 else 64, 1))
     bounds = bounds[:, :1, :]
-    est = np.asarray(rel._answer_bounds(bounds), dtype=np.float64)
+    e = edges[0]
+    widths = np.diff(e).astype(np.float64)
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    x = edges[0][:-1]
+    x = np.arange(len(e))  # bin i spans [x[i], x[i + 1]); the last value is repeated to close it
+
+    def steps(counts: Any) -> np.ndarray:
+        per_value = np.asarray(counts, dtype=np.float64) / widths
+        return np.append(per_value, per_value[-1])
+
     if true_counts is not None:
         from ..queries import PrefixSums
 
         ax.step(
             x,
-            PrefixSums(true_counts).answer(bounds),
+            steps(PrefixSums(true_counts).answer(bounds)),
             where="post",
             color=PALETTE[1],
             label="true (publisher only)",
         )
-    ax.step(x, est, where="post", color=PALETTE[0], label="released")
-    ax.set_title(f"Released distribution of {dom.attributes[0].name}: {label}")
-    ax.set_xlabel(f"{dom.attributes[0].name} (code)")
-    ax.set_ylabel("count")
+    ax.step(x, steps(rel._answer_bounds(bounds)), where="post", color=PALETTE[0], label="released")
+    labels = [str(v) for v in attr.labels]
+    ticks = np.unique(np.linspace(0, len(e) - 2, min(len(e) - 1, 10)).round().astype(int))
+    ax.set_xticks(ticks + 0.5, [labels[int(e[t])] for t in ticks], rotation=45, ha="right")
+    ax.set_title(f"Released distribution of {attr.name}: {label}")
+    ax.set_xlabel(attr.name)
+    ax.set_ylabel("count" if widths.max() == 1 else "count per value (mean over a bin)")
     ax.legend(fontsize=8)
     rep.add_figure(f"{label}: distribution", fig)
 
