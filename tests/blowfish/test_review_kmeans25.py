@@ -215,56 +215,67 @@ def test_attribute_with_too_many_values_is_refused_clearly(high: int) -> None:
 
 
 # == 4. audits: one update where a record is added or removed (⊥) ===============================
-def _bottom_iteration(eps_used: float) -> tuple[Any, Any, np.ndarray, np.ndarray]:
-    """One noisy update through the fit's own path (``cluster_stats`` with the exact sums
-    rounded to q_sum's grid, ``release_iteration``), under the explicit graph whose only secret
-    pairs are (corner, ⊥): adding or removing a record at (20, 20) — the worst case for this
-    policy (q_size 1, q_sum ‖corner − o‖₁ = 20, both reached). Public centres (5, 5), (15, 15);
-    q_size gets a fifth of the ε used. Returns (mechanism, loss statistic, d1, d2)."""
-    from fugu.blowfish.kmeans import (
-        IterationPlan,
-        KMeansGrid,
-        SecretGraph,
-        cluster_stats,
-        kmeans_sensitivities,
-        release_iteration,
-        secret_graph,
-    )
+SQUARE = fugu.Domain([fugu.Ordinal("x", 0, 20), fugu.Ordinal("y", 0, 20)])
+BASE = np.array([[3.0, 4.0], [15.0, 12.0], [8.0, 17.0], [19.0, 18.0]])
+
+
+def _one_update(
+    graph: Any,
+    centres: list[list[float]],
+    d1: np.ndarray,
+    d2: np.ndarray,
+    eps_used: float,
+    sens: tuple[float, float],
+    frac: float = 0.2,
+) -> tuple[Any, Any]:
+    """One noisy update on SQUARE through the fit's own path (``cluster_stats`` with the exact
+    sums rounded to q_sum's grid, ``release_iteration``) from public ``centres``, drawn at
+    ``eps_used`` with the sensitivities ``sens`` (q_size, q_sum; q_size gets ``frac`` of ε
+    unless exact). Checks that (d1, d2) reach both sensitivities (a worst-case pair) and
+    returns (mechanism, privacy-loss statistic: log p1/p2 of the noise, Neyman–Pearson)."""
+    from fugu.blowfish.kmeans import IterationPlan, KMeansGrid, cluster_stats, release_iteration
+    from fugu.blowfish.kmeans import secret_graph as to_graph
     from fugu.blowfish.kmeans_assign import _cell_rule
     from fugu.blowfish.kmeans_queries import sum_grid
 
-    dom = fugu.Domain([fugu.Ordinal("x", 0, 20), fugu.Ordinal("y", 0, 20)])
-    grid = KMeansGrid.from_domain(dom)
-    corner = 20 * 21 + 20  # the flat cell of (20, 20)
-    graph = secret_graph(SecretGraph("explicit", edges=np.array([[corner, -1]])), grid)
-    s_size, s_sum = kmeans_sensitivities(graph, grid)
-    assert (s_size, s_sum) == (1.0, 20.0)
-    centres = np.array([[5.0, 5.0], [15.0, 15.0]])
-    plan = IterationPlan.split(eps_used, s_size, s_sum, 0.2)
-    step = sum_grid(grid, 2, s_sum)
-    rule = _cell_rule(graph, grid)
+    grid = KMeansGrid.from_domain(SQUARE)
+    rule = _cell_rule(to_graph(graph, grid), grid)
+    c = np.asarray(centres, dtype=np.float64)
+    plan = IterationPlan.split(eps_used, sens[0], sens[1], frac)
+    step = sum_grid(grid, c.shape[0], sens[1])
 
     def stats(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        cols = {"x": points[:, 0], "y": points[:, 1]}
-        return cluster_stats(cols, grid, centres, rule, step=step)
+        return cluster_stats({"x": points[:, 0], "y": points[:, 1]}, grid, c, rule, step=step)
 
     def mech(points: np.ndarray, rng: fugu.RandomSource, n: int) -> np.ndarray:
         ns, nq = release_iteration(*stats(points), plan, rng, repeats=n)
         return np.concatenate([ns, nq.reshape(n, -1)], axis=1)
 
-    base = np.array([[3.0, 4.0], [15.0, 12.0], [8.0, 17.0], [19.0, 18.0]])
-    d1, d2 = base, np.vstack([base, [[20.0, 20.0]]])
     (n1, q1), (n2, q2) = stats(d1), stats(d2)
-    assert np.abs(n1 - n2).sum() == s_size and np.abs(q1 - q2).sum() == s_sum
+    assert np.abs(n1 - n2).sum() == sens[0] and np.abs(q1 - q2).sum() == sens[1]
     a = np.concatenate([n1, q1.reshape(-1)]).astype(float)
     b = np.concatenate([n2, q2.reshape(-1)]).astype(float)
-    scale = np.concatenate(
-        [np.full(2, s_size / plan.eps_size), np.full(q1.size, s_sum / plan.eps_sum)]
+    k = n1.size
+    w = np.concatenate(  # 1/scale of each output; exact sizes (equal on both) weigh nothing
+        [np.full(k, plan.eps_size / sens[0] if sens[0] else 0.0), np.full(q1.size, 1.0)]
     )
+    w[k:] = plan.eps_sum / sens[1]
 
-    def stat(out: np.ndarray) -> np.ndarray:  # the privacy-loss variable (Neyman–Pearson)
-        return ((np.abs(out - b) - np.abs(out - a)) / scale).sum(axis=1)
+    def stat(out: np.ndarray) -> np.ndarray:
+        return ((np.abs(out - b) - np.abs(out - a)) * w).sum(axis=1)
 
+    return mech, stat
+
+
+def _bottom_iteration(eps_used: float) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """The explicit graph whose only secret pairs are (corner, ⊥): adding or removing a record
+    at (20, 20) is the worst case (q_size 1, q_sum ‖corner − o‖₁ = 20, both reached). Public
+    centres (5, 5), (15, 15)."""
+    from fugu.blowfish.kmeans import SecretGraph
+
+    graph = SecretGraph("explicit", edges=np.array([[20 * 21 + 20, -1]]))
+    d1, d2 = BASE, np.vstack([BASE, [[20.0, 20.0]]])
+    mech, stat = _one_update(graph, [[5, 5], [15, 15]], d1, d2, eps_used, (1.0, 20.0))
     return mech, stat, d1, d2
 
 
@@ -313,3 +324,54 @@ def test_n_iter_zero_says_why_there_is_no_start(kw: dict[str, Any], why: str) ->
     with pytest.raises(fugu.errors.InvalidParameterError, match="n_iter=0") as exc:
         KMeans(2, 1.0, n_iter=0, **kw).fit(X)
     assert why in str(exc.value) and "use n_iter >= 1" in str(exc.value)
+
+
+# == 6. one cluster =============================================================================
+def test_one_cluster_spends_nothing_on_its_size() -> None:
+    """Before: k = 1 under replace-one neighbours noised the one cluster size, which is n —
+    public there ("spend nothing on what is public") — with a fifth of every update's ε
+    (size_fraction 0.21 on the 21 × 21 square), and calibrated q_sum to cross-cluster moves,
+    which one cluster cannot have: 39 under 'distance:theta=3' where a move changes the sum
+    by at most 3. Now the size is exact and q_sum has the same-cluster sensitivity (audited
+    below); with ⊥ (n private) nothing changes."""
+    from fugu.blowfish.kmeans import KMeans
+
+    X = np.random.default_rng(0).integers(0, 21, size=(200, 2))
+    for policy, s_sum in ((None, 40.0), ("distance:theta=3", 3.0), ("attribute", 20.0)):
+        km = KMeans(
+            1, 1.0, policy=policy, domain=SQUARE, init="spread", n_iter=2,
+            rng=fugu.RandomSource(seed=0),
+        )  # fmt: skip
+        km.fit(X)
+        assert km.sensitivity_["q_size"] == 0.0 and km.sensitivity_["q_sum"] == s_sum, policy
+        assert np.all(km.noisy_sizes_ == 200) and km.size_fraction_ == 0.0
+        assert km.guarantee_.parameters["q_sum_sensitivity"] == s_sum
+    km = KMeans(
+        1, 1.0, policy="distance:theta=3+bottom", domain=SQUARE, init="spread", n_iter=2,
+        rng=fugu.RandomSource(seed=0),
+    )  # fmt: skip
+    km.fit(X)
+    assert km.sensitivity_["q_size"] == 2.0 and km.sensitivity_["q_sum"] == 39.0
+
+
+def _one_cluster_update(eps_used: float) -> tuple[Any, Any, np.ndarray, np.ndarray]:
+    """k = 1 under 'distance:theta=3': a record moved 3 cells, (0, 0) -> (3, 0), the worst case
+    for the same-cluster sensitivity 3 (sizes exact)."""
+    d1, d2 = np.vstack([BASE, [[0.0, 0.0]]]), np.vstack([BASE, [[3.0, 0.0]]])
+    graph = fugu.blowfish.Policy.distance_threshold(SQUARE, 3)
+    mech, stat = _one_update(graph, [[10, 10]], d1, d2, eps_used, (0.0, 3.0))
+    return mech, stat, d1, d2
+
+
+def test_one_cluster_update_passes_the_audit() -> None:
+    """The same-cluster sensitivity of k = 1 on its worst-case pair: passes at ε; drawn at 2ε
+    and claimed as ε it fails (the companion shows the audit can fail). 40,000 runs per input,
+    alpha = 1e-3 each, fixed seeds."""
+    from fugu.testing import audit
+
+    mech, stat, d1, d2 = _one_cluster_update(1.0)
+    res = audit(mech, d1, d2, 1.0, n_runs=40_000, vectorised=True, statistic=stat)
+    assert res.passed, str(res)
+    mech, stat, d1, d2 = _one_cluster_update(2.0)
+    res = audit(mech, d1, d2, 1.0, n_runs=40_000, vectorised=True, statistic=stat)
+    assert not res.passed and res.epsilon_lower_bound > 1.2, str(res)

@@ -55,7 +55,9 @@ sums by ‖x − o‖₁ + ‖y − o‖₁. Two modes:
   graphs give **no** noise reduction for q_sum. For G^P fugu assigns points *block by block*
   (every point of a partition block goes to the centre nearest the block's centre), so no secret
   pair ever straddles a cluster boundary: S(q_size) = 0 (sizes are exact) and S(q_sum) = the
-  largest block diameter — a valid and large saving.
+  largest block diameter — a valid and large saving. With one cluster (k = 1) and n public
+  (no ⊥) the size is n, released exactly, and no move crosses a boundary: S(q_sum) is the
+  same-cluster term (the paper's value), valid there.
 * ``sensitivity="paper"``: the values the paper (CACM pg 68) uses, θ for G^{d,θ}, max_A |A| for
   G^attr, the block diameter for G^P, and 2 for q_size. They bound only same-cluster moves; for
   G^attr and G^{d,θ} a neighbour pair that straddles a cluster boundary can change q_sum by far
@@ -748,6 +750,15 @@ class KMeans:
             )
             n = int(np.asarray(counted["n"])[0])
         n_public = no_bottom and not from_sql
+        if (
+            n_public
+            and mode == "safe"
+            and check_positive_int(self.n_clusters, "n_clusters", 1) == 1
+        ):
+            # one cluster holds every point: its size is n, public here (spending on it broke
+            # "spend nothing on what is public": 21 % of each update's ε), so it is exact; and
+            # no move crosses a cluster boundary, so q_sum needs the same-cluster term only
+            s_size, s_sum = 0.0, qsum_sensitivity(graph, grid, "paper")
         k, iters, weights, frac, su, init_share = self._check(
             n, grid, eps, s_size, s_sum, n_public, graph
         )
