@@ -221,3 +221,22 @@ def test_one_d_distribution_has_no_binning_spikes_and_shows_values(
     assert ax.get_xlabel() == "age"
     shown = [t.get_text() for t in ax.get_xticklabels()]
     assert "17" in shown and "90" in shown
+
+
+# -- heatmaps: blocks of unequal size coloured by their sums drew stripes --
+def test_heatmap_blocks_show_mean_per_cell() -> None:
+    """74 ages in 24 blocks of 3 or 4: a flat 2-D distribution was drawn with every 4-wide
+    block a third brighter than the 3-wide ones (block sums), stripes that are not in the data;
+    the colour bar said 'count'."""
+    import fugu
+    from fugu.report import matplotlib_agg
+    from fugu.report.demo_report import pair_heatmap_figure
+
+    dom = fugu.Domain([fugu.Ordinal("age", 17, 90), fugu.Nominal("sex", ["F", "M"])])
+    flat = np.full((74, 2), 10)
+    rel = fugu.central.laplace(fugu.Histogram(flat, dom), 1.0)
+    fig = pair_heatmap_figure({"r": rel}, flat, dom, (0, 1), (24, 24), "t")
+    true_panel = fig.axes[0].get_images()[0].get_array()
+    np.testing.assert_allclose(np.asarray(true_panel), 10.0)
+    assert "mean" in fig.axes[-1].get_ylabel()  # the colour bar
+    matplotlib_agg().close(fig)

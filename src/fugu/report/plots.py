@@ -203,6 +203,7 @@ def heatmap_pair_figure(
     *,
     xticks: Sequence[str] | None = None,
     yticks: Sequence[str] | None = None,
+    colorbar_label: str = "count",
 ) -> Any:
     """Side-by-side heatmaps on one colour scale (e.g. true and released 2-D distributions).
 
@@ -251,7 +252,7 @@ def heatmap_pair_figure(
             ax.tick_params(labelleft=False)
     fig.suptitle(title)
     if im is not None:
-        fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="count")
+        fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label=colorbar_label)
     return fig
 
 

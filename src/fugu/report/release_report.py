@@ -198,7 +198,8 @@ def write_release_report(
                 pair_heatmap_figure(
                     {f"{label} (released)": rel}, true_counts, dom, axes, (24, 24), label
                 ),
-                "Counts summed over the other attributes.",
+                "Counts summed over the other attributes; a block of several values shows "
+                "its mean count per cell (see the colour bar).",
             )
         elif dom.ndim == 1:
             _one_d_figure(rep, label, rel, true_counts)
