@@ -240,3 +240,44 @@ def test_heatmap_blocks_show_mean_per_cell() -> None:
     np.testing.assert_allclose(np.asarray(true_panel), 10.0)
     assert "mean" in fig.axes[-1].get_ylabel()  # the colour bar
     matplotlib_agg().close(fig)
+
+
+# -- docs/security.md: the commands whose --seed makes a run NOT PRIVATE --
+def _seed_commands() -> dict[str, str]:
+    import click
+
+    from fugu.cli import _load_models, cli
+
+    _load_models()
+    out: dict[str, str] = {}
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+            return
+        for p in cmd.params:
+            if "--seed" in getattr(p, "opts", []):
+                out[" ".join(path)] = str(getattr(p, "help", ""))
+
+    walk(cli, [])
+    return out
+
+
+def test_security_page_lists_the_commands_whose_seed_is_not_private() -> None:
+    """docs/security.md listed `fugu report` among the commands whose --seed makes a release
+    NOT PRIVATE; its --seed only seeds the public query workload (nothing is re-randomised)."""
+    import re
+
+    text = (Path(__file__).parents[2] / "docs" / "security.md").read_text(encoding="utf-8")
+    listed = re.search(r"CLI `--seed` \(([^)]*)\)", text)
+    assert listed, "security.md no longer lists the --seed commands"
+    names: set[str] = set()
+    for item in listed.group(1).split(", "):
+        first, _, alts = item.partition("/")
+        names.add(first)
+        if alts:
+            names.add(first.rsplit(" ", 1)[0] + " " + alts)
+    commands = _seed_commands()
+    not_private = {c for c, h in commands.items() if "NOT private" in h}
+    assert names == not_private, (names, not_private)
