@@ -375,3 +375,22 @@ def test_one_cluster_update_passes_the_audit() -> None:
     mech, stat, d1, d2 = _one_cluster_update(2.0)
     res = audit(mech, d1, d2, 1.0, n_runs=40_000, vectorised=True, statistic=stat)
     assert not res.passed and res.epsilon_lower_bound > 1.2, str(res)
+
+
+@pytest.mark.parametrize("policy", [None, "distance:theta=3+bottom", "partition:x=7,y=7"])
+def test_one_cluster_gets_one_update_with_all_of_epsilon(policy: Any) -> None:
+    """Before: k = 1 with n_iter='auto' ran Su et al.'s 2 to 7 updates (and under replace-one
+    the grid start with 20 % of ε, or the grid start alone): one cluster never changes its
+    points, so every update measures the same sizes and sums and the centre is the last
+    update's — the other updates' ε (and the start's) bought nothing. Now it is one update
+    with all of ε; a fixed n_iter is still obeyed."""
+    from fugu.blowfish.kmeans import KMeans
+
+    X = np.random.default_rng(1).integers(0, 21, size=(3000, 2))
+    km = KMeans(1, 1.0, policy=policy, domain=SQUARE, rng=fugu.RandomSource(seed=0)).fit(X)
+    g = km.guarantee_.parameters
+    assert km.n_iter_ == 1 and km.init_ == "data-independent" and g["epsilon_init"] == 0.0
+    assert g["epsilon_per_iteration"] == [pytest.approx(1.0)]
+    assert "one cluster" in g["n_iter_rule"]
+    km = KMeans(1, 1.0, policy=policy, domain=SQUARE, n_iter=3, rng=fugu.RandomSource(seed=0))
+    assert km.fit(X).n_iter_ == 3

@@ -117,9 +117,16 @@ class GridSpec:
         return np.stack([g.reshape(-1) for g in mesh], axis=1)
 
 
-def _grid_start(init: Any, n_public: bool, grid: KMeansGrid) -> bool:
-    """``init="auto"`` uses the private grid start when n is public and d is small."""
-    return isinstance(init, str) and init == "auto" and n_public and grid.dim <= MAX_GRID_DIM
+def _grid_start(init: Any, n_public: bool, grid: KMeansGrid, single: bool = False) -> bool:
+    """``init="auto"`` uses the private grid start when n is public and d is small, and not
+    for ``single`` (one cluster with automatic updates: where it starts changes nothing)."""
+    return (
+        isinstance(init, str)
+        and init == "auto"
+        and n_public
+        and grid.dim <= MAX_GRID_DIM
+        and not single
+    )
 
 
 def eugkm_grid(n: int, epsilon: float, grid: KMeansGrid, graph: SecretGraph) -> GridSpec:
