@@ -394,3 +394,26 @@ def test_one_cluster_gets_one_update_with_all_of_epsilon(policy: Any) -> None:
     assert "one cluster" in g["n_iter_rule"]
     km = KMeans(1, 1.0, policy=policy, domain=SQUARE, n_iter=3, rng=fugu.RandomSource(seed=0))
     assert km.fit(X).n_iter_ == 3
+
+
+# == 7. the objective-ratio experiment ===========================================================
+def test_experiment_labels_are_one_per_policy_and_distinct() -> None:
+    """Before: names shorter than the policies raised a bare IndexError; two policies with one
+    label (the same policy string twice, or names=['a', 'a']) had their ratios pooled into one
+    row per ε (rows and sums are keyed by label: 20 rows, 'a' averaging both policies); an
+    empty epsilons gave no rows. All are now refused, naming the fix."""
+    from fugu.report.kmeans_experiment import objective_ratio_experiment
+
+    dom = fugu.Domain([fugu.Ordinal("x", 0, 9)])
+    X = np.arange(10).reshape(-1, 1)
+    for kw, match in (
+        ({"names": ["a"]}, "one label per policy"),
+        ({"names": ["a", "a"]}, "same label"),
+        ({"epsilons": []}, "epsilons is empty"),
+    ):
+        with pytest.raises(fugu.errors.InvalidParameterError, match=match):
+            objective_ratio_experiment(X, dom, [None, "line"], repetitions=1, **kw)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="same label"):
+        objective_ratio_experiment(X, dom, ["line", "line"], repetitions=1, epsilons=[1.0])
+    res = objective_ratio_experiment(X, dom, [None, "line"], names=["dp", "line"], repetitions=1)
+    assert res.policies == ["dp", "line"] and len(res.rows) == 20

@@ -237,6 +237,12 @@ def objective_ratio_experiment(
     eps_list = [check_epsilon(e) for e in epsilons]
     if not policies:
         raise InvalidParameterError("give at least one policy (None = the Laplace baseline)")
+    if not eps_list:
+        raise InvalidParameterError("epsilons is empty; give at least one epsilon")
+    if names is not None and len(names) != len(policies):
+        raise InvalidParameterError(
+            f"names must give one label per policy ({len(policies)}), got {len(names)}"
+        )
     grid = KMeansGrid.from_domain(domain)
     pts = np.asarray(X, dtype=np.float64)
     if pts.ndim != 2 or pts.shape[1] != grid.dim:
@@ -257,6 +263,13 @@ def objective_ratio_experiment(
         sens[name] = s
         labels.append(name)
         setups.append((name, _make_assigner(graph, grid, codes), s))
+    twice = sorted({n for n in labels if labels.count(n) > 1})
+    if twice:
+        # rows are keyed by label: two policies with one label had their ratios pooled
+        raise InvalidParameterError(
+            f"two policies have the same label {twice}; pass each policy once, or distinct "
+            f"names=[...]"
+        )
     t0 = time.perf_counter()
     ratios: dict[tuple[str, float], list[float]] = {(n, e): [] for n in labels for e in eps_list}
     objectives: dict[tuple[str, float], list[float]] = {
