@@ -281,3 +281,33 @@ def test_security_page_lists_the_commands_whose_seed_is_not_private() -> None:
     commands = _seed_commands()
     not_private = {c for c, h in commands.items() if "NOT private" in h}
     assert names == not_private, (names, not_private)
+
+
+# -- --attributes and --domain together: --attributes was ignored --
+@pytest.mark.parametrize("command", ["release", "sensitivity", "ldp perturb"])
+def test_attributes_and_domain_file_together_are_refused(
+    tmp_path: Path, people: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu release --data people.csv -a 'age:0..50,sex:F|M' --domain dom.json` released (and
+    charged) the cube of dom.json, ignoring -a without a word; sensitivity and ldp perturb too."""
+    import json
+
+    import fugu
+    from fugu.budget import Accountant
+
+    dom = tmp_path / "dom.json"
+    dom.write_text(json.dumps(fugu.Domain([fugu.Ordinal("age", 0, 99)]).to_dict()))
+    led = tmp_path / "l.json"
+    model = "ldp" if command.startswith("ldp") else "central-dp"
+    assert run(capsys, "ledger", "init", str(led), "--total", "5", "--model", model)[0] == 0
+    args = {
+        "release": ["release", "-e", "1", "--ledger", str(led)],
+        "sensitivity": ["sensitivity", "-p", "line"],
+        "ldp perturb": ["ldp", "perturb", "-m", "grr", "-e", "1", "--ledger", str(led),
+                        "--out", str(tmp_path / "r.jsonl")],
+    }[command]  # fmt: skip
+    code, out, err = run(
+        capsys, *args, "--data", str(people), "-a", "age:0..50", "--domain", str(dom)
+    )
+    assert code == 2 and "not both" in err, (out, err)
+    assert Accountant.load(led).spent == 0

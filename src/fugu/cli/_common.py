@@ -377,7 +377,15 @@ def _is_float(text: str) -> bool:
 
 
 def load_domain(data: str, attributes: tuple[str, ...], domain_file: str | None) -> Domain:
+    """The domain of ``--domain FILE`` or of ``--attributes`` (one of the two; for ``--data
+    adult`` the bundled domains of the named attributes, all of them without any)."""
     if domain_file:
+        if any(a.strip() for a in attributes):
+            # --attributes was ignored: a release over another domain than the one typed
+            raise click.UsageError(
+                f"give --attributes or --domain, not both (--attributes {','.join(attributes)!r} "
+                f"would be ignored for the domain in {domain_file!r}). Nothing was read or spent."
+            )
         return read_domain_file(domain_file)
     names = [a for item in attributes for a in item.split(",") if a] if attributes else []
     if data == "adult":
