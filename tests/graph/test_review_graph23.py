@@ -152,3 +152,22 @@ def test_global_sensitivity_of_large_named_patterns_is_immediate() -> None:
     rel = fugu.graph.laplace_count(nx.complete_graph(13), "12-clique", 1.0, rng=RS(seed=0))
     assert rel.guarantee.sensitivity == math.comb(11, 10)
     assert time.perf_counter() - t0 < 3.0
+
+
+# == 5. edge lists with a delimiter: empty ids and spaces ========================================
+def test_edge_list_refuses_empty_ids_and_strips_spaces(tmp_path: Path) -> None:
+    """With ``delimiter=``, an empty field was a node id: ``3<TAB><TAB>4`` became the edge from
+    3 to the node ``''`` (the id 4 silently dropped), and every such line joined the same node
+    ``''`` (different people merged into one node). ``1, 2`` made the node ``' 2'`` beside
+    ``'2'``: the triangle ``1, 2 / 2, 3 / 3, 1`` read as six nodes and no triangle. Empty ids
+    are refused now, and whitespace around an id is dropped."""
+    p = tmp_path / "g.tsv"
+    p.write_text("1\t2\n3\t\t4\n")
+    with pytest.raises(fugu.errors.InvalidParameterError, match="empty node id.*data line 2"):
+        read_edge_list(p, delimiter="\t")
+    p.write_text("# c\n1,2\n3,\n")
+    with pytest.raises(fugu.errors.InvalidParameterError, match="empty node id"):
+        read_edge_list(p, delimiter=",")
+    p.write_text("1, 2\n2, 3\n3 ,1\n")
+    G = read_edge_list(p, delimiter=",")
+    assert sorted(G.nodes) == [1, 2, 3] and sum(nx.triangles(G).values()) == 3

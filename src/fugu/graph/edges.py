@@ -45,7 +45,8 @@ def read_edge_list(
     path : file with two node ids per line (extra columns are ignored)
     comment : lines starting with this (after leading whitespace) are skipped; elsewhere in a
         line it is part of the text (an id ``c#d`` is the node ``c#d``, not ``c``)
-    delimiter : None splits on any whitespace
+    delimiter : None splits on any whitespace; with a delimiter, whitespace around each id
+        is dropped and an empty id is refused
     self_loops : "error" (default) or "drop"
 
     Examples
@@ -83,6 +84,19 @@ def read_edge_list(
         ) from None
     if raw.shape[0] == 0:
         raise EmptyDataError(f"edge list {str(p)!r} has no edges")
+    if delimiter is not None:
+        # ids are the fields without surrounding whitespace ('1, 2' is the edge 1-2); an empty
+        # field ('3,' or '3<TAB><TAB>4') is no id: it would make one node '' of every such line
+        # (merging their people) and drop the id after it
+        raw = np.char.strip(raw)
+        empty = np.flatnonzero((raw == "").any(axis=1))
+        if empty.size:
+            raise InvalidParameterError(
+                f"{str(p)!r} has {empty.size} line(s) with an empty node id (data line "
+                f"{int(empty[0]) + 1}, comment lines not counted): two delimiters in a row or a "
+                f"delimiter at the end of the line. Fix those lines (every line holds two ids "
+                f"separated by {delimiter!r})"
+            )
     ids = _node_ids(raw)
     loops = ids[:, 0] == ids[:, 1]
     if loops.any():
