@@ -179,22 +179,36 @@ def test_private_n_is_clamped_not_refused(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # == 3. wrong results and errors after the charge ===============================================
-def test_grid_start_on_a_domain_reaching_1e300() -> None:
+def test_grid_start_weighted_kmeans_on_points_near_1e300() -> None:
     """Before: the grid start's weighted k-means squared coordinates of bin midpoints near
     5e299 (x binned on [0, 1, 2, 1e300]): inf distances, NaN k-means++ probabilities and
     'ValueError: Probabilities contain NaN' from numpy after ε = 1 was charged. It now works in
-    units of a power of two (exact: the same choices on ordinary domains) and returns centres
-    inside the box."""
-    from fugu.blowfish.kmeans import KMeans, KMeansGrid
+    units of a power of two (exact: the same choices on ordinary domains). Such domains are
+    now refused before the fit (next test); weighted_kmeans itself stays finite."""
+    from fugu.blowfish.kmeans_init import weighted_kmeans
 
-    dom = fugu.Domain([fugu.Ordinal("x", edges=[0, 1, 2, 1e300]), fugu.Ordinal("y", 0, 9)])
-    grid = KMeansGrid.from_domain(dom)
-    X = np.array([[grid.coords[0][i % 3], i % 10] for i in range(200)])
+    pts = np.array([[0.5, 0.0], [1.5, 9.0], [5e299, 0.0], [5e299, 9.0]])
+    c = weighted_kmeans(pts, np.array([3.0, 1.0, 2.0, 4.0]), 2, fugu.RandomSource(seed=1))
+    assert c is not None and np.all(np.isfinite(c))
+    assert sorted(c[:, 0].tolist())[1] == 5e299
+
+
+@pytest.mark.parametrize("edges", [[0, 1, 2, 1e200], [0, 1e307, 1.7e308], [-1e160, 0, 1]])
+def test_coordinates_beyond_2_to_the_500_are_refused(edges: list[float]) -> None:
+    """Before: the plan squared the coordinate range and overflowed — 'epsilon=1.0 is too small
+    ... the q_size noise scale inf ... epsilon must lie in [inf, 1000]' for x reaching 1e200 or
+    -1e160, and a bare 'ValueError: cannot convert float NaN to integer' for edges near 1.7e308
+    (an infinite midpoint); with a fixed split the fit ran with inf and NaN squared distances
+    (every point assigned to the first centre). k-means squares coordinates: an attribute
+    reaching beyond 2^500 is now refused before anything is spent, naming it and the fix."""
+    from fugu.blowfish.kmeans import KMeans
+
+    dom = fugu.Domain([fugu.Ordinal("x", edges=edges), fugu.Ordinal("y", 0, 9)])
     acct = fugu.Accountant(fugu.Budget(5.0))
-    km = KMeans(2, 1.0, domain=dom, accountant=acct, rng=fugu.RandomSource(seed=1)).fit(X)
-    c = km.cluster_centers_
-    assert km.init_.startswith("private grid start") and acct.spent == 1.0
-    assert np.all(np.isfinite(c)) and np.all((c >= grid.low) & (c <= grid.high))
+    X = np.array([[edges[1], 1.0], [edges[-1], 3.0], [edges[0], 5.0]])
+    with pytest.raises(fugu.errors.DomainError, match="'x' reaches .* rescale"):
+        KMeans(2, 1.0, domain=dom, accountant=acct, init="spread").fit(X)
+    assert acct.spent == 0
 
 
 @pytest.mark.parametrize("high", [2**24, 2**40])

@@ -40,6 +40,11 @@ GRAPH_KINDS = ("full", "attribute", "partition", "distance", "explicit")
 MAX_ATTRIBUTE_VALUES = 1 << 24
 
 
+#: Largest |coordinate| of a k-means domain: squared distances and the noise plan square
+#: differences of coordinates, which overflow to inf (then NaN) beyond about 1e154.
+MAX_ABS_COORDINATE = 2.0**500
+
+
 @dataclass(frozen=True)
 class KMeansGrid:
     """The tuple domain T as a grid of points: attribute A takes the values ``coords[A]``.
@@ -70,6 +75,16 @@ class KMeansGrid:
                     f"each iteration): {a.name!r} has {a.size:,} values, the limit is "
                     f"{MAX_ATTRIBUTE_VALUES:,}. Bin it: fugu.Ordinal({a.name!r}, edges=[...]) "
                     f"with at most {MAX_ATTRIBUTE_VALUES:,} bins (points snap to bin midpoints)"
+                )
+            ends = np.abs(np.asarray(a.edges if a.edges is not None else (a.low, a.high), float))
+            reach = float(max(ends[0], ends[-1]))
+            if not reach <= MAX_ABS_COORDINATE:
+                # midpoints of edges near 1.7e308 were inf, and squares of coordinates beyond
+                # 1e154 inf: NaN distances assigned every point to the first centre
+                raise DomainError(
+                    f"k-means squares coordinates: attribute {a.name!r} reaches {reach:.3g}, "
+                    f"beyond {MAX_ABS_COORDINATE:.3g} (2^500); rescale it (another unit) or "
+                    f"shift it by a public offset"
                 )
             if a.edges is not None:
                 e = np.asarray(a.edges, dtype=np.float64)
