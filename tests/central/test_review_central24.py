@@ -163,3 +163,15 @@ def test_padded_total_never_increases_a_range_error() -> None:
     old = rel.expected_variance_many(b)
     assert np.all(new <= old * (1 + 1e-9))
     assert new.mean() < old.mean()
+
+
+# == 2. the hat tree's plan with a fixed fan-out is cached =====================================
+def test_hat_tree_fixed_fanout_plan_is_planned_once() -> None:
+    """hat_tree(hist, eps, fanout=8) searched its shares (Nelder–Mead over 1,000 exact
+    variances) again at every release: 1.4 s per release at 300 cells, 281 s for 200 seeded
+    releases, while the default plan is cached per n. The plan depends on public inputs only
+    (n, fan-out, neighbours), so it is now cached too: the same plan object, planned once."""
+    hp = importlib.import_module("fugu.central.hatplan")
+    first = hp.plan_hat_tree(64, fanout=4)
+    assert hp.plan_hat_tree(64, fanout=4) is first
+    assert first.fanout == 4
