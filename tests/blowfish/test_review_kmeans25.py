@@ -484,3 +484,21 @@ def test_distance_sensitivity_is_fast_and_unchanged_on_large_grids() -> None:
         assert qsum_sensitivity(graph, grid, "paper") == same
         checked += 1
     assert checked >= 200
+
+
+def test_cli_bounds_in_columns_with_a_domain_file_are_refused(tmp_path: Path) -> None:
+    """Before: with --domain, --columns 'y:0..3,x:0..3' kept the names (column order) and
+    dropped the bounds without a word: the fit ran on the file's 0..19 (points above 3 were not
+    refused as out of the domain the user wrote). Bounds there are now refused; names alone
+    still reorder the columns."""
+    import json
+
+    data = _csv(tmp_path, _points())
+    dom_file = tmp_path / "d.json"
+    dom_file.write_text(json.dumps(DOM2.to_dict()))
+    args = ["kmeans", "--data", str(data), "--domain", str(dom_file), "-e", "1", "--seed", "1"]
+    code, text = _cli(*args, "-c", "y:0..3,x:0..3")
+    assert code != 0 and "--columns names columns only" in text, text
+    code, text = _cli(*args, "-c", "y,x", "--json")
+    assert code == 0, text
+    assert list(json.loads(text[text.index("{") :])["centres"][0]) == ["y", "x"]

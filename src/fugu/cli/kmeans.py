@@ -81,6 +81,13 @@ def _domain(columns: tuple[str, ...], domain_file: str | None) -> Any:
     specs = [s.strip() for item in columns for s in item.split(",") if s.strip()]
     if domain_file:
         dom = read_domain_file(domain_file)
+        bounded = [s for s in specs if ":" in s]
+        if bounded:
+            # the names were taken and the bounds dropped: 'x:0..3' ran on the file's 0..19
+            raise click.UsageError(
+                f"with --domain, --columns names columns only (their bounds come from the "
+                f"domain file), got {bounded}; drop the bounds or drop --domain"
+            )
         if specs:
             names = [s.partition(":")[0] for s in specs]
             if list(dom.names) != names:
