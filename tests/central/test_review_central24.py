@@ -175,3 +175,27 @@ def test_hat_tree_fixed_fanout_plan_is_planned_once() -> None:
     first = hp.plan_hat_tree(64, fanout=4)
     assert hp.plan_hat_tree(64, fanout=4) is first
     assert first.fanout == 4
+
+
+# == 3. recommend: a mechanism named is never silently left out ===============================
+def test_recommend_refuses_what_it_cannot_predict_by_name() -> None:
+    """recommend(cube, w, 1, mechanisms=["hat-tree"]) (a 1-D mechanism), mechanisms=[] or
+    ["privelet+"] where the rule leaves nothing plain dropped the mechanism silently and then
+    failed with "min() arg is an empty sequence"; ["hat-tree", "laplace"] recommended Laplace
+    without saying the hat tree was left out. Now the hat tree on a cube and an empty list are
+    refused by name, and a named Privelet+ is predicted (here: equal to Privelet)."""
+    dom = _dom(16, 16)
+    w = fugu.queries.random_workload(dom, 20, seed=0)
+    for mech in (["hat-tree"], ["hat-tree", "laplace"]):
+        with pytest.raises(fugu.errors.InvalidParameterError, match="'hat-tree' releases one"):
+            fugu.central.recommend(dom, w, 1.0, mechanisms=mech)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="mechanisms is empty"):
+        fugu.central.recommend(dom, w, 1.0, mechanisms=[])
+    assert fugu.central.choose_plain(dom) == ["a0", "a1"]  # the rule leaves everything plain
+    rec = fugu.central.recommend(dom, w, 1.0, mechanisms=["privelet+", "laplace"])
+    assert set(rec.rmse) == {"privelet+", "laplace"}
+    big = _dom(1024, 1024)
+    assert fugu.central.choose_plain(big) == []  # nothing plain: Privelet+ is Privelet
+    wb = fugu.queries.random_workload(big, 10, seed=0)
+    rec = fugu.central.recommend(big, wb, 1.0, mechanisms=["privelet+", "privelet"])
+    assert rec.rmse["privelet+"] == rec.rmse["privelet"]

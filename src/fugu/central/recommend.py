@@ -60,18 +60,20 @@ def predict_errors(
 
     Returns ``{mechanism: variances (m,)}``. "hierarchical" is planned for this workload (as
     ``hierarchical(..., workload=...)`` would be); "privelet" transforms every attribute;
-    "privelet+" uses ``plain="auto"`` (omitted when the rule leaves nothing plain or transforms
-    nothing, in which case it equals "laplace" or "privelet"). "hat-tree" is predicted for 1-D
-    domains only, planned for this workload; with ``mechanisms=None`` (all of
-    :data:`MECHANISMS`) only up to ``HAT_TREE_AUTO_MAX`` cells (name it in ``mechanisms`` for
-    larger ones).
+    "privelet+" uses ``plain="auto"`` (left out of the default list when the rule leaves
+    nothing plain or transforms nothing, where it equals "privelet" or is Laplace-like; named
+    in ``mechanisms`` it is predicted). "hat-tree" is predicted for 1-D domains only, planned
+    for this workload; with ``mechanisms=None`` (all of :data:`MECHANISMS`) only up to
+    ``HAT_TREE_AUTO_MAX`` cells (name it in ``mechanisms`` for larger ones; named on a cube it
+    is refused). An empty or unknown ``mechanisms`` is refused.
     """
     eps = check_epsilon(epsilon)
     delta = histogram_sensitivity(neighbours)
     b = workload_bounds(workload, domain)
     out: dict[str, NDArray[np.float64]] = {}
     capped = mechanisms is None  # the default list predicts the hat tree up to the cap only
-    for name in MECHANISMS if mechanisms is None else mechanisms:
+    names = list(MECHANISMS) if mechanisms is None else _check_mechanisms(mechanisms, domain)
+    for name in names:
         if name == "laplace":
             vol = np.prod(b[:, :, 1] - b[:, :, 0], axis=1).astype(np.float64)
             out[name] = vol * float(discrete_laplace_variance(delta / eps))
@@ -88,11 +90,31 @@ def predict_errors(
             out[name] = privelet_variance(domain, b, eps, plain=None, neighbours=neighbours)
         elif name == "privelet+":
             plain = choose_plain(domain)
-            if 0 < len(plain) < domain.ndim:
+            if not capped or 0 < len(plain) < domain.ndim:
                 out[name] = privelet_variance(domain, b, eps, plain=plain, neighbours=neighbours)
-        else:
-            raise InvalidParameterError(f"unknown mechanism {name!r}; known: {list(MECHANISMS)}")
     return out
+
+
+def _check_mechanisms(mechanisms: Sequence[str], domain: Domain) -> list[str]:
+    """The mechanisms asked for by name: known, at least one, and each predictable here (a
+    named mechanism is never silently left out: ``recommend`` then failed on an empty dict
+    with "min() arg is an empty sequence")."""
+    names = [mechanisms] if isinstance(mechanisms, str) else list(mechanisms)
+    if not names:
+        raise InvalidParameterError(
+            f"mechanisms is empty; name at least one of {list(MECHANISMS)}, or leave it out "
+            f"(None) to predict them all"
+        )
+    for name in names:
+        if name not in MECHANISMS:
+            raise InvalidParameterError(f"unknown mechanism {name!r}; known: {list(MECHANISMS)}")
+        if name == "hat-tree" and domain.ndim != 1:
+            raise InvalidParameterError(
+                f"mechanisms: 'hat-tree' releases one attribute and this domain has "
+                f"{domain.ndim} {list(domain.names)}; for cubes name 'hierarchical' (its "
+                f"Kronecker plans use the hat tree per attribute)"
+            )
+    return names
 
 
 def _ratio(base: float | None, rmse: float) -> float:
