@@ -171,3 +171,30 @@ def test_edge_list_refuses_empty_ids_and_strips_spaces(tmp_path: Path) -> None:
     p.write_text("1, 2\n2, 3\n3 ,1\n")
     G = read_edge_list(p, delimiter=",")
     assert sorted(G.nodes) == [1, 2, 3] and sum(nx.triangles(G).values()) == 3
+
+
+# == 6. the solver options are checked before the charge =========================================
+@pytest.mark.parametrize(
+    "kw", [{"method": "foo"}, {"lp_time_limit": "x"}, {"lp_time_limit": -1.0}, {"lp_time_limit": 0}]
+)
+def test_count_checks_the_solver_options_before_charging(kw: dict[str, object]) -> None:
+    """``count(..., method="foo")`` charged the accountant and then failed in ``LPModel``
+    (spent 1.0 for a typo); ``lp_time_limit="x"`` raised numpy's bare ValueError after the
+    spend, and a negative or zero limit was handed to the solvers (a release whose every
+    program is cut short, retried with another method). Both are checked, with the other
+    public options, before anything is charged."""
+    acct = fugu.Accountant(fugu.Budget(5.0, model="node-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match=next(iter(kw))):
+        fugu.graph.count(
+            nx.karate_club_graph(),
+            "triangle",
+            1.0,
+            rng=RS(seed=0),
+            accountant=acct,
+            **kw,  # type: ignore[arg-type]
+        )
+    assert acct.spent == 0
+    fugu.graph.count(
+        nx.path_graph(4), "triangle", 1.0, rng=RS(seed=0), accountant=acct, lp_time_limit=30
+    )
+    assert acct.spent == 1.0

@@ -44,7 +44,7 @@ from scipy.optimize import linprog
 from ..errors import FuguError, InvalidParameterError
 from .krelation import AND, Annotations, Formulas
 
-__all__ = ["LPModel", "LPResult", "SolverError", "check_g_factor"]
+__all__ = ["LPModel", "LPResult", "SolverError", "check_g_factor", "check_solver"]
 
 METHODS = ("clarabel", "highs-ipm", "highs-ds", "highs")
 #: Clarabel's gap and feasibility tolerances (its defaults are 1e-8 as well).
@@ -67,6 +67,26 @@ def check_g_factor(g_factor: object) -> float:
             f"implementation; utility only)"
         )
     return float(g_factor)
+
+
+def check_solver(method: object, time_limit: object) -> None:
+    """Refuse an unknown solver or a time limit that is not a positive number of seconds.
+
+    Both are public: the mechanisms check them before anything is charged.
+    """
+    if method not in METHODS:
+        raise InvalidParameterError(
+            f"method (the LP solver) must be one of {METHODS}, got {method!r}"
+        )
+    if time_limit is not None and (
+        isinstance(time_limit, bool)
+        or not isinstance(time_limit, int | float)
+        or not (math.isfinite(time_limit) and time_limit > 0)
+    ):
+        raise InvalidParameterError(
+            f"lp_time_limit must be a finite number of seconds > 0, or None (no limit), got "
+            f"{time_limit!r}"
+        )
 
 
 class SolverError(FuguError, RuntimeError):
@@ -102,8 +122,9 @@ class LPModel:
         time_limit: float | None = None,
         g_factor: float = G_FACTOR,
     ) -> None:
-        if method not in METHODS:
-            raise FuguError(f"method must be one of {METHODS}, got {method!r}")
+        check_solver(method, time_limit)
+        if g_method is not None:
+            check_solver(g_method, None)
         #: The factor of eq. 19 in G (2 in the paper, 1 in R2T's implementation). Public and
         #: utility only; every G value, bound and pruning threshold below uses it.
         self.g_factor = check_g_factor(g_factor)

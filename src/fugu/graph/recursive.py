@@ -60,7 +60,7 @@ from ..noise import RandomSource, discrete_laplace, grid_scale
 from ..release import Guarantee
 from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
 from .krelation import Annotations, Formulas, KRelation
-from .lp import G_FACTOR, LPModel, check_g_factor
+from .lp import G_FACTOR, LPModel, check_g_factor, check_solver
 
 __all__ = [
     "CountRelease",
@@ -966,6 +966,7 @@ def count(
         LP solver: ``"clarabel"`` (default; interior point on the sparse KKT system) or HiGHS
         through scipy (``"highs-ipm"``, ``"highs-ds"``, ``"highs"``), and a per-LP time limit in
         seconds (a run that hits it raises :class:`fugu.graph.lp.SolverError`; nothing is released).
+        Both are checked before anything is charged.
     trace : list, optional
         If given, the private :class:`Trace` of the run is appended (tests and benchmarks only).
     mechanism : {"recursive", "karwa", "smooth", "laplace"}
@@ -1072,6 +1073,7 @@ def count(
     from .patterns import check_graph, check_pattern
 
     check_pattern(pattern, induced, unit)  # public: before anything is charged
+    check_solver(method, lp_time_limit)
     check_graph(G)  # a graph that cannot be counted is refused uncharged, as by the baselines
     # the occurrences are enumerated before anything is charged: an error there (a predicate
     # that fails on some node's attributes) depends on the graph and must spend nothing
