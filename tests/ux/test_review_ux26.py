@@ -337,3 +337,36 @@ def test_ldp_tutorial_tdg_error_is_current() -> None:
     rel = fugu.ldp.TDG(dom, 1.0).simulate(records, rng=fugu.RandomSource(seed=100))
     measured = mae(rel.answer_many(wl), truth)
     assert 0.6 * quoted <= measured <= 1.4 * quoted, (quoted, measured)
+
+
+# -- --out: an existing file of another kind is not replaced silently --
+def test_release_out_refuses_to_replace_another_file(
+    tmp_path: Path, people: Path, release: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu release ... --out results.npz` silently replaced an unrelated results.npz (and
+    `fugu ldp perturb --out notes.jsonl` any notes.jsonl); an earlier release is replaced."""
+    other = tmp_path / "results.npz"
+    np.savez(other, x=np.arange(3))
+    before = other.read_bytes()
+    common = ["release", "--data", str(people), "-a", "age:0..99,sex:F|M", "-e", "1"]
+    code, _, err = run(capsys, *common, "--out", str(other))
+    assert code == 2 and "not a fugu release" in err, err
+    assert other.read_bytes() == before
+    code, _, err = run(capsys, *common, "--out", str(release))  # a rerun replaces its release
+    assert code == 0, err
+
+
+def test_ldp_perturb_out_refuses_to_replace_another_file(
+    tmp_path: Path, people: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"note": "keep me"}\n')
+    common = ["ldp", "perturb", "--data", str(people), "-a", "age:0..99", "-m", "grr", "-e", "1"]
+    code, _, err = run(capsys, *common, "--out", str(notes))
+    assert code == 2 and "not a fugu reports file" in err, err
+    assert notes.read_text() == '{"note": "keep me"}\n'
+    for name in ("r.jsonl", "r.parquet"):  # a rerun replaces its own reports
+        out = tmp_path / name
+        for _ in range(2):
+            code, _, err = run(capsys, *common, "--out", str(out))
+            assert code == 0, err

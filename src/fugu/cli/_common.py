@@ -672,7 +672,8 @@ def refuse_overwriting(
     private data itself, for ``--data``; the record of the budget spent, for ``--ledger``).
     Also refused: a path whose directory does not exist or is not writable (the write failed
     after the release was made and its ledger charged).
-    ``release``: ``out`` is written by :meth:`fugu.Release.save`, which adds ``.npz``."""
+    ``release``: ``out`` is written by :meth:`fugu.Release.save`, which adds ``.npz``; an
+    existing file there is replaced only if it is empty or a fugu release (an earlier run)."""
     if not out:
         return
     target = Path(out)
@@ -706,6 +707,37 @@ def refuse_overwriting(
                 f"{out!r} is {what}: writing it would overwrite that file; choose another path",
                 param_hint=f"'{option}'",
             )
+    if release and not replaceable(target, _is_release_file):
+        # Release.save replaced any file silently (an unrelated .npz of the user's)
+        raise click.BadParameter(
+            f"{out!r}: {str(target)!r} exists and is not a fugu release; refusing to overwrite "
+            f"it: choose another path, or delete it first (nothing was read or spent)",
+            param_hint=f"'{option}'",
+        )
+
+
+def replaceable(path: Path, is_kind: Callable[[Path], bool]) -> bool:
+    """Whether an output may be written to ``path``: it does not exist, is empty, or is an
+    earlier output of the same kind (``is_kind``), which a rerun replaces."""
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return True
+    except OSError:
+        return True  # the write itself will say why it fails
+    try:
+        return is_kind(path)
+    except Exception:  # noqa: BLE001 - unreadable or foreign: not ours to replace
+        return False
+
+
+def _is_release_file(path: Path) -> bool:
+    """A file written by :meth:`fugu.Release.save` (a zip holding its JSON header)."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as zf:
+        return "__header__.npy" in zf.namelist()
 
 
 def bool_option(options: dict[str, Any], key: str, default: bool) -> bool:

@@ -28,6 +28,7 @@ from ._common import (
     quiet_requested,
     refuse_overwriting,
     refuse_unused,
+    replaceable,
     seed_source,
     table,
 )
@@ -108,6 +109,26 @@ def _check_reports_path(out: str, data: str | None, ledger: str | None = None) -
     refuse_overwriting(
         out, "--out", [("the data file (--data)", data), ("the budget ledger (--ledger)", ledger)]
     )
+    if not replaceable(Path(out), _is_reports_file):  # Reports.save replaced any file silently
+        raise click.BadParameter(
+            f"{out!r} exists and is not a fugu reports file; refusing to overwrite it: choose "
+            f"another path, or delete it first (nothing was read or spent)",
+            param_hint="'--out'",
+        )
+
+
+def _is_reports_file(path: Path) -> bool:
+    """A file written by :meth:`fugu.ldp.Reports.save` (its header on the first line of JSON
+    lines, in the schema metadata of Parquet / Arrow)."""
+    if path.suffix.lower() in _JSONL_SUFFIXES:
+        from ..ldp.reports import _loads
+
+        with open(path, "rb") as fh:
+            header = _loads(fh.readline())
+        return isinstance(header, dict) and header.get("format") == "fugu-ldp-reports"
+    from ..engines.ldp import read_header
+
+    return read_header(path) is not None
 
 
 def _read_records(data: str, domain: Any) -> dict[str, np.ndarray]:
