@@ -198,3 +198,27 @@ def test_count_checks_the_solver_options_before_charging(kw: dict[str, object]) 
         nx.path_graph(4), "triangle", 1.0, rng=RS(seed=0), accountant=acct, lp_time_limit=30
     )
     assert acct.spent == 1.0
+
+
+# == 7. a share or tolerance that is not a number is named, not a bare TypeError =================
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        ("count", {"split": "0.5"}),
+        ("count", {"tolerance": "0.1"}),
+        ("count", {"split": None}),
+        ("answer", {"split_signed": True, "signed_share": "x"}),
+        ("answer", {"split": "0.5"}),
+    ],
+)
+def test_a_share_that_is_not_a_number_is_a_clear_error(call: str, name: dict[str, object]) -> None:
+    """``split="0.5"``, ``tolerance="0.1"``, ``signed_share="x"`` raised Python's bare
+    ``TypeError: '<' not supported between instances of 'int' and 'str'`` (no argument named);
+    ``split=None`` the same. Each is an InvalidParameterError naming the argument now."""
+    key = next(k for k in name if k != "split_signed")
+    with pytest.raises(fugu.errors.InvalidParameterError, match=key):
+        if call == "count":
+            fugu.graph.count(nx.path_graph(4), "triangle", 1.0, rng=RS(seed=0), **name)  # type: ignore[arg-type]
+        else:
+            rel = fugu.graph.KRelation.from_records([{"who": "a", "km": 1.0}], owners="who")
+            fugu.graph.answer(rel, "km", 1.0, rng=RS(seed=0), **name)  # type: ignore[arg-type]

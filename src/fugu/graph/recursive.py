@@ -140,9 +140,9 @@ class RecursiveParameters:
                 f"x_rule must be one of {X_RULES}, got {x_rule!r} ('relaxed' solves one program, "
                 "'integer' is eq. 12 of the paper)"
             )
-        if not (0 < split < 1):
+        if not (_is_number(split) and 0 < split < 1):
             raise InvalidParameterError(
-                f"split (the share of epsilon spent on Δ̂) must be in (0, 1), got {split!r}"
+                f"split (the share of epsilon spent on Δ̂) must be a number in (0, 1), got {split!r}"
             )
         b = eps / 5 if beta is None else beta
         for name, v in (("beta", b), ("theta", theta), ("mu", mu)):
@@ -163,7 +163,7 @@ class RecursiveParameters:
                 f"the statistic; the paper uses 1)"
             )
         check_epsilon_split(eps, split)
-        low_ok = tolerance >= 0 if exact_values else tolerance > 0
+        low_ok = _is_number(tolerance) and (tolerance >= 0 if exact_values else tolerance > 0)
         if not (low_ok and tolerance <= 1):
             raise InvalidParameterError(
                 f"tolerance must be in (0, 1] (a fraction of Δ̂), got {tolerance!r}: the values "
@@ -191,6 +191,11 @@ class RecursiveParameters:
         exact = Fraction(self.epsilon1) + Fraction(self.epsilon2)
         total = float(exact)
         return total if Fraction(total) >= exact else math.nextafter(total, math.inf)
+
+
+def _is_number(v: object) -> bool:
+    """A real number (int, float or numpy scalar), not a bool or a string."""
+    return not isinstance(v, bool) and isinstance(v, int | float | np.integer | np.floating)
 
 
 def check_epsilon_split(eps: float, split: float) -> None:
@@ -552,8 +557,10 @@ def answer(
             "nonnegative=True clamps at 0, but a signed sum (split_signed=True) can be negative; "
             "drop one of the two"
         )
-    if split_signed and not (0 < signed_share < 1):
-        raise InvalidParameterError(f"signed_share must be in (0, 1), got {signed_share!r}")
+    if split_signed and not (_is_number(signed_share) and 0 < signed_share < 1):
+        raise InvalidParameterError(
+            f"signed_share must be a number in (0, 1), got {signed_share!r}"
+        )
     # the parts' ε add up to at most ε exactly (each part's ε1 + ε2 to at most its share)
     part_eps = (
         fit_parts(eps, (eps * signed_share, eps * (1 - signed_share))) if split_signed else (eps,)
