@@ -370,3 +370,38 @@ def test_ldp_perturb_out_refuses_to_replace_another_file(
         for _ in range(2):
             code, _, err = run(capsys, *common, "--out", str(out))
             assert code == 0, err
+
+
+# -- fugu demo report: the plain words name the release they describe --
+def test_demo_central_plain_words_name_their_mechanism(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo report's 'The guarantee in plain words (central DP)' was hierarchical's
+    guarantee, post-processing ('least squares (Kronecker ...)') included, under a heading that
+    stood for every central mechanism (Laplace and Privelet apply none)."""
+    import fugu
+    from fugu.report import Report, matplotlib_agg
+    from fugu.report.demo_report import _central_section
+
+    texts: dict[str, str] = {}
+    monkeypatch.setattr(Report, "add_text", lambda self, h, t, note=False: texts.update({h: t}))
+    monkeypatch.setattr(Report, "add_figure", lambda self, *a, **k: None)
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 7), fugu.Nominal("b", ["x", "y"])])
+    hist = fugu.Histogram(np.arange(16).reshape(8, 2), dom)
+    rels = {
+        "hierarchical": fugu.central.hierarchical(hist, 1.0),
+        "laplace": fugu.central.laplace(hist, 1.0),
+    }
+    wl = fugu.random_workload(dom, 5, seed=0)
+    truth = wl.answer(hist.counts, dom)
+
+    class Result:
+        n_records, domain = 120, "a[8], b[2]"
+        rows = [{"mechanism": n, "rmse": 1.0} for n in rels]
+
+    part = {
+        "releases": rels, "epsilons": [1.0], "curves": {n: [1.0] for n in rels}, "hist": hist,
+        "truth": truth, "answers": {n: r.answer_many(wl) for n, r in rels.items()},
+    }  # fmt: skip
+    s = {"title": "t", "header": ["mechanism"], "rows": [[n] for n in rels]}
+    _central_section(Report("r"), matplotlib_agg(), Result(), part, s)
+    shown = [h for h in texts if h.startswith("The guarantee in plain words")]
+    assert shown == ["The guarantee in plain words (central DP, hierarchical)"], shown

@@ -127,8 +127,12 @@ def _central_section(
         "answered from the release, as often as wanted, at no further privacy cost.",
     )
     if releases:
-        first = next(iter(releases.values()))
-        rep.add_text("The guarantee in plain words (central DP)", plain_text(first.guarantee))
+        # one mechanism's guarantee stands for all: the heading names it (its post-processing,
+        # e.g. hierarchical's least squares, is not the others')
+        name, first = next(iter(releases.items()))
+        rep.add_text(
+            f"The guarantee in plain words (central DP, {name})", plain_text(first.guarantee)
+        )
     rep.add_table(
         s["title"],
         s["header"],
@@ -197,9 +201,10 @@ def _ldp_section(rep: Report, part: dict[str, Any], s: dict[str, Any], epsilon: 
         "baselines TDG, CALM, HIO, MSW and Uni (the uniform guess).",
     )
     if rels:
+        name, first = next(iter(rels.items()))
         rep.add_text(
-            "The guarantee in plain words (local DP)",
-            plain_text(next(iter(rels.values())).guarantee),
+            f"The guarantee in plain words (local DP, {name.upper()})",
+            plain_text(first.guarantee),
         )
     rep.add_table(s["title"], s["header"], s["rows"], caption="Mean absolute error in people.")
     rep.add_figure(
