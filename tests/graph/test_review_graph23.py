@@ -222,3 +222,18 @@ def test_a_share_that_is_not_a_number_is_a_clear_error(call: str, name: dict[str
         else:
             rel = fugu.graph.KRelation.from_records([{"who": "a", "km": 1.0}], owners="who")
             fugu.graph.answer(rel, "km", 1.0, rng=RS(seed=0), **name)  # type: ignore[arg-type]
+
+
+# == 8. k with a networkx pattern ================================================================
+@pytest.mark.parametrize("mechanism", ["recursive", "laplace"])
+def test_k_with_a_networkx_pattern_is_refused_not_ignored(mechanism: str) -> None:
+    """``count(G, nx.star_graph(3), eps, k=5)`` counted 3-stars and dropped k silently (the
+    named-pattern case, ``"triangle"`` with k, was refused since 150bcd2). Refused now, before
+    anything is charged."""
+    acct = fugu.Accountant(fugu.Budget(5.0, model="edge-dp"))
+    kw = {"unit": "edge", "mechanism": mechanism, "rng": RS(seed=0), "accountant": acct}
+    with pytest.raises(fugu.errors.InvalidParameterError, match="k=5 has no effect"):
+        fugu.graph.count(nx.karate_club_graph(), nx.star_graph(3), 1.0, k=5, **kw)  # type: ignore[arg-type]
+    assert acct.spent == 0
+    fugu.graph.count(nx.path_graph(5), nx.star_graph(2), 1.0, **kw)  # type: ignore[arg-type]
+    assert acct.spent == 1.0

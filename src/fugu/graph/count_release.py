@@ -107,6 +107,11 @@ def pattern_name(pattern: Any, k: int | None) -> str:
     import networkx as nx
 
     if isinstance(pattern, nx.Graph):
+        if k is not None:
+            raise InvalidParameterError(
+                f"k={k!r} has no effect on a networkx pattern (k sizes the named patterns "
+                f"k-star, k-triangle, path, cycle and k-clique); leave k unset"
+            )
         return f"pattern({pattern.number_of_nodes()} nodes, {pattern.number_of_edges()} edges)"
     if not isinstance(pattern, str):
         raise InvalidTypeError(
