@@ -199,3 +199,17 @@ def test_recommend_refuses_what_it_cannot_predict_by_name() -> None:
     wb = fugu.queries.random_workload(big, 10, seed=0)
     rec = fugu.central.recommend(big, wb, 1.0, mechanisms=["privelet+", "privelet"])
     assert rec.rmse["privelet+"] == rec.rmse["privelet"]
+
+
+# == 4. a layout too large is refused before the budget is spent ==============================
+def test_oversized_tree_layout_is_refused_before_spending() -> None:
+    """Four 17-value attributes with branching=16 (83,521 cells) make a padded product of
+    trees of 273⁴ = 5.6·10⁹ node counts: numpy raised MemoryError ("Unable to allocate 38.8
+    GiB") after the accountant was charged 1.0. The layout's size is public (the plan) and is
+    now checked before the charge, with a DomainTooLargeError naming the fix."""
+    dom = _dom(17, 17, 17, 17)
+    hist = fugu.Histogram(np.ones(dom.shape, dtype=np.int64), dom)
+    acc = fugu.Accountant(5.0)
+    with pytest.raises(fugu.errors.DomainTooLargeError, match="branching unset"):
+        H.hierarchical(hist, 1.0, branching=16, budget="uniform", accountant=acc)
+    assert acc.spent == 0.0

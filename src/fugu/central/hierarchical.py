@@ -91,8 +91,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..budget import Accountant
-from ..domain import Domain, Nominal
-from ..errors import InvalidParameterError
+from ..domain import MAX_DENSE_CELLS, Domain, Nominal
+from ..errors import DomainTooLargeError, InvalidParameterError
 from ..histogram import Histogram, require_histogram
 from ..inference.tree import (
     build_tree,
@@ -1290,6 +1290,29 @@ def _kronecker_release(
     )
 
 
+#: The largest tree layout (every level combination of every axis, padded) the product of
+#: trees builds: the limit Release.load accepts for an array (a consistency=False release
+#: saves the whole layout).
+MAX_LAYOUT_CELLS = 4 * MAX_DENSE_CELLS
+
+
+def _check_layout_size(trees: list[AxisTree], domain: Domain) -> None:
+    """Refuse, before any budget is spent, a product of trees whose padded layout will not fit.
+
+    The layout holds Π_i (1 + b_i + … + b_i^h_i) counts, far more than the domain when fan-outs
+    pad small attributes: four 17-value attributes with branching=16 are 83,521 cells but a
+    273⁴ = 5.6·10⁹-cell layout, which raised numpy's MemoryError after ε was charged."""
+    size = math.prod(t.layout_size for t in trees)
+    if size > MAX_LAYOUT_CELLS:
+        raise DomainTooLargeError(
+            f"the hierarchical mechanism's trees over this domain ({domain.size:,} cells, fan-outs "
+            f"{[t.b for t in trees]}, padded to {[t.leaves for t in trees]} leaves) hold "
+            f"{size:,} node counts ({size * 8 / 2**30:,.1f} GiB per array); the limit is "
+            f"{MAX_LAYOUT_CELLS:,}. Leave branching unset (the planner pads less), mark small "
+            f"attributes flat=[...], or use strategy='kronecker' or fugu.central.privelet"
+        )
+
+
 def hierarchical(
     hist: Histogram,
     epsilon: float,
@@ -1392,6 +1415,8 @@ def hierarchical(
     )
     if dense is not None:
         dense = _checked_axes(dense)
+    else:
+        _check_layout_size(trees, dom)
     eps, source = start(
         epsilon,
         rng,
