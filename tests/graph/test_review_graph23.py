@@ -237,3 +237,22 @@ def test_k_with_a_networkx_pattern_is_refused_not_ignored(mechanism: str) -> Non
     assert acct.spent == 0
     fugu.graph.count(nx.path_graph(5), nx.star_graph(2), 1.0, **kw)  # type: ignore[arg-type]
     assert acct.spent == 1.0
+
+
+# == 9. joint owners given as a list =============================================================
+def test_joint_owners_in_a_list_build_a_relation() -> None:
+    """``from_records`` documents that an owner cell may hold a list of joint owners, but with
+    the default columns (which keep the owner column) the list became part of the tuple and
+    Python raised a bare ``TypeError: unhashable type: 'list'`` (a pandas DataFrame with a
+    list column the same). A list (set) of owners is kept in the tuple as a tuple (frozenset)
+    now; another unhashable value is an InvalidParameterError naming its column."""
+    from fugu.graph import KRelation
+
+    rows = [{"who": ["a", "b"], "km": 1.0}, {"who": "c", "km": 2.0}]
+    rel = KRelation.from_records(rows, owners="who")
+    assert rel.tuples() == [(("a", "b"), 1.0), ("c", 2.0)]
+    assert [rel.annotation(t) for t in rel.tuples()] == ["a ∧ b", "c"]
+    assert rel.clause_bound == 1.0 and rel.form == "dnf"
+    assert fugu.graph.answer(rel, "km", 1.0, rng=RS(seed=0)).guarantee.epsilon == 1.0
+    with pytest.raises(fugu.errors.InvalidParameterError, match="column 'tags' of record 0"):
+        KRelation.from_records([{"who": "a", "tags": ["x"]}], owners="who")

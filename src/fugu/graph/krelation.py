@@ -342,6 +342,34 @@ def _owner_values(v: Any) -> list[Any]:
     return [v]
 
 
+def _owner_cell(v: Any) -> Any:
+    """An owner cell as a tuple value: a list of joint owners becomes a tuple, a set a
+    frozenset (the same owners; hashable, so the row can be a tuple of the relation)."""
+    if isinstance(v, list):
+        return tuple(v)
+    if isinstance(v, set):
+        return frozenset(v)
+    return v
+
+
+def _check_hashable(t: tuple[Any, ...], cols: tuple[str, ...], i: int) -> None:
+    """Refuse a record whose values cannot form a tuple of the relation (naming the column,
+    not the value)."""
+    try:
+        hash(t)
+    except TypeError:
+        for c, v in zip(cols, t, strict=True):
+            try:
+                hash(v)
+            except TypeError:
+                raise InvalidParameterError(
+                    f"column {c!r} of record {i} holds a {type(v).__name__}, which cannot be a "
+                    f"value of a relation's tuple (values must be hashable: numbers, strings, "
+                    f"tuples); convert it, or leave the column out with columns=[...]"
+                ) from None
+        raise  # pragma: no cover - every value hashable but the tuple not
+
+
 class KRelation:
     """A sensitive K-relation: tuples with positive Boolean annotations over participants.
 
@@ -489,13 +517,17 @@ class KRelation:
                     "give a DataFrame or a dict of columns"
                 )
         cols = tuple(columns)
+        owner_set = set(owner_cols)
         acc: dict[tuple[Any, ...], set[frozenset[Hashable]]] = {}
         for i, r in enumerate(rows):
             try:
-                t = tuple(r[c] for c in cols)
+                # an owner cell may list joint owners: kept in the tuple as a tuple (a list
+                # cannot be part of a tuple's key)
+                t = tuple(_owner_cell(r[c]) if c in owner_set else r[c] for c in cols)
                 clause = frozenset(p for c in owner_cols for p in _owner_values(r[c]))
             except KeyError as exc:
                 raise InvalidParameterError(f"record {i} has no column {exc.args[0]!r}") from None
+            _check_hashable(t, cols, i)
             acc.setdefault(t, set()).add(clause)
         # the tuple determines its owners when every owner column is kept: one clause per tuple
         bound = 1.0 if all(c in cols for c in owner_cols) else fanin
