@@ -333,7 +333,9 @@ class KMeans:
     Parameters
     ----------
     n_clusters : int
-        k >= 1 (and at most the number of points).
+        k >= 1; at most the number of points when that number is public (no ⊥ in the policy,
+        not SQL rows): where it is private, a larger k is not refused (that would tell whether
+        n < k).
     epsilon : float
         Total privacy-loss bound for the whole fit (all iterations).
     policy : None, str, SecretGraph or fugu.blowfish.Policy
@@ -371,7 +373,8 @@ class KMeans:
     min_cluster_size : float
         Noisy sizes below this keep the previous centre (default 1).
     accountant : Accountant, optional
-        Charged ε before the data is touched.
+        Charged ε after the input is read and checked (so a refusal spends nothing) and
+        before anything is released.
     engine : "numpy", "duckdb" or "spark", optional
         Which :mod:`fugu.engines` engine computes each iteration's exact sizes and sums (default:
         numpy for in-memory points and for CSV/Parquet paths — 3× faster than DuckDB for the
