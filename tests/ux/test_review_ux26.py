@@ -405,3 +405,29 @@ def test_demo_central_plain_words_name_their_mechanism(monkeypatch: pytest.Monke
     _central_section(Report("r"), matplotlib_agg(), Result(), part, s)
     shown = [h for h in texts if h.startswith("The guarantee in plain words")]
     assert shown == ["The guarantee in plain words (central DP, hierarchical)"], shown
+
+
+# -- no traceback for errors fugu does not know (Spark's, for one) --
+def test_unexpected_errors_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu engines check --partitions 0` ended in a 40-line traceback of pyspark's
+    IllegalArgumentException: main() showed tracebacks for any exception it did not list."""
+    import fugu.cli as cli
+
+    code, _, err = run(capsys, "engines", "check", "--partitions", "0")
+    assert code == 2 and "--partitions" in err and "Traceback" not in err, err
+
+    class IllegalArgumentException(Exception):
+        pass
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise IllegalArgumentException("Positive number of partitions required")
+
+    monkeypatch.setattr(cli, "load_histogram", boom)
+    code, _, err = run(capsys, "release", "-a", "age", "-e", "1")
+    assert code == 1
+    assert err.startswith("fugu: error: IllegalArgumentException: Positive number")
+    assert len(err.strip().splitlines()) == 1 and "--debug" in err
+    with pytest.raises(IllegalArgumentException):
+        main(["--debug", "release", "-a", "age", "-e", "1"])

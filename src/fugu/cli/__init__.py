@@ -486,6 +486,15 @@ def main(argv: list[str] | None = None) -> int:
             err=True,
         )
         return 2
+    except Exception as exc:  # noqa: BLE001 - e.g. Spark's errors: one line, never a traceback
+        if debug:
+            raise
+        click.echo(
+            f"fugu: error: {type(exc).__name__}: {exc} (unexpected: rerun with --debug for the "
+            "traceback, and please report it if fugu is at fault)",
+            err=True,
+        )
+        return 1
     return 0
 
 

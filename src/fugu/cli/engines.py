@@ -58,7 +58,13 @@ def register(cli: click.Group) -> None:
 
     @engines.command("check")
     @click.option("--spark-master", default="local[2]", show_default=True, help="Spark master URL.")
-    @click.option("--partitions", type=int, default=4, show_default=True)
+    @click.option(
+        "--partitions",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Partitions of the probe data (each runs fugu's counting on an executor).",
+    )
     def check(spark_master: str, partitions: int) -> None:
         """Start Spark on MASTER and run fugu's counting on its executors (no data is read)."""
         from ..engines import partial_sums
