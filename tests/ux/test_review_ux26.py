@@ -431,3 +431,22 @@ def test_unexpected_errors_are_one_line(
     assert len(err.strip().splitlines()) == 1 and "--debug" in err
     with pytest.raises(IllegalArgumentException):
         main(["--debug", "release", "-a", "age", "-e", "1"])
+
+
+# -- fugu ledger init: errors name the options --
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--total", "nan"], "--total must be finite, got nan; pass e.g. --total 1.0"),
+        (["--total", "-1"], "--total must be > 0"),
+        (["--total", "1", "--delta", "2"], "--delta must be a number in [0, 1)"),
+    ],
+)
+def test_ledger_init_errors_name_the_options(
+    tmp_path: Path, args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'fugu ledger init L --total nan' said 'total must be finite, got nan; pass e.g.
+    total=1.0', the Python argument's spelling, not the option's."""
+    code, _, err = run(capsys, "ledger", "init", str(tmp_path / "l.json"), *args)
+    assert code == 2 and says in err, err
+    assert not (tmp_path / "l.json").exists()

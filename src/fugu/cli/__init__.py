@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -342,6 +343,7 @@ def ledger_init(
 ) -> None:
     """Create a ledger with a declared total ε (sequential composition under one model)."""
     from ..budget import create_ledger
+    from ..errors import FuguError
 
     if policy is not None and model != "blowfish":
         raise click.UsageError(f"--policy has no effect with --model {model} (Blowfish only)")
@@ -358,7 +360,14 @@ def ledger_init(
 
         tie = parse_policy(policy, load_domain(data, attributes, domain_file))
     # never overwrites: re-initialising a ledger would forget the spends it records
-    acct = create_ledger(path, total, model=model, policy=tie, delta=delta)
+    try:
+        acct = create_ledger(path, total, model=model, policy=tie, delta=delta)
+    except FuguError as exc:  # the library's words for the two numbers are its arguments'
+        text = re.sub(r"^(total|delta) ", r"--\1 ", str(exc))
+        text = re.sub(r"\b(total|delta)=(\S+?)(?=[;,.)]?(\s|$))", r"--\1 \2", text)
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
     note = ""
     if policy is not None:
         note = f", policy {acct.budget.policy}"
