@@ -256,3 +256,23 @@ def test_joint_owners_in_a_list_build_a_relation() -> None:
     assert fugu.graph.answer(rel, "km", 1.0, rng=RS(seed=0)).guarantee.epsilon == 1.0
     with pytest.raises(fugu.errors.InvalidParameterError, match="column 'tags' of record 0"):
         KRelation.from_records([{"who": "a", "tags": ["x"]}], owners="who")
+
+
+# == 10. the node-DP degree bound is an integer ==================================================
+@pytest.mark.parametrize("bound", [2.9, "3", 0])
+def test_degree_bound_must_be_an_integer(bound: object) -> None:
+    """``laplace_count(..., unit="node", degree_bound=2.9)`` computed the sensitivity for
+    D = int(2.9) = 2 while the guarantee stated 'graphs of max degree <= 2.9' and
+    ``degree_bound: 2.9``; the string ``"3"`` was read as 3. Both are refused now (0 as
+    before), before anything is charged."""
+    acct = fugu.Accountant(fugu.Budget(5.0, model="node-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="degree_bound must be an integer"):
+        fugu.graph.laplace_count(
+            nx.cycle_graph(6),
+            "triangle",
+            1.0,
+            unit="node",
+            degree_bound=bound,
+            accountant=acct,  # type: ignore[arg-type]
+        )
+    assert acct.spent == 0

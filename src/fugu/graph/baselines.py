@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import numpy as np
 
 from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
@@ -104,11 +105,20 @@ def global_sensitivity(
         den = _automorphisms(h, name) * math.comb(n, 2)
         return max(1, -(-num // den))
     check_unit(unit)
-    if degree_bound is None or isinstance(degree_bound, bool) or int(degree_bound) < 1:
+    if degree_bound is None:
         raise InvalidParameterError(
             "node-DP global sensitivity is unbounded without a public degree bound; pass "
             "degree_bound=D (a promise that every node has at most D neighbours), or use the "
             "Recursive Mechanism (fugu.graph.count), which needs none"
+        )
+    if (
+        isinstance(degree_bound, bool)
+        or not isinstance(degree_bound, int | np.integer)
+        or degree_bound < 1
+    ):
+        raise InvalidParameterError(
+            f"degree_bound must be an integer >= 1 (the public maximum degree D), got "
+            f"{degree_bound!r}"
         )
     d = int(degree_bound)
     if name is not None:
