@@ -1,6 +1,30 @@
 """Review 25: private k-means (ε-DP and Blowfish) after its rebuild (issue 15.2).
 
 Unless a test says otherwise it is exact (false-failure rate 0); the audits state theirs.
+
+Bugs this review found are fixed, and their tests failed before the fix:
+
+* PRIVACY: with n private (⊥ in the policy, SQL rows) the fit still refused data whose
+  n·width/2 exceeded q_sum's noise grid: four points fitted and the same plus one record added
+  at a ⊥ value were refused (explicit graph, binned x reaching 1e12). The sums are now clamped
+  to the grid's range (1-Lipschitz) instead; a public n is still checked before the charge.
+* k = 1 spent a fifth of every update's ε on its size, the public n, calibrated q_sum to
+  cross-cluster moves one cluster cannot have (39 instead of 3 under 'distance:theta=3'), and
+  ran 2-7 updates (plus a grid start) of which only the last counts.
+* Refusals after the charge in ``fugu kmeans --report`` (bad report path, --repetitions 0,
+  k > n under ⊥, --clip not passed to the report's experiment), in the grid start's weighted
+  k-means (NaN probabilities on a domain reaching 1e300), and unclear failures on huge domains
+  (np.arange of 2^40 values, coordinates beyond 2^500: 'epsilon must lie in [inf, 1000]').
+* Silently ignored input: bounds in --columns with --domain; experiment labels shared by two
+  policies pooled their ratios. n_iter=0 blamed init='auto' when the grid start was off for
+  another reason. The L1 distance graph's q_sum sensitivity took θ² memory (3.4 GB, 18 s).
+
+Checked and found correct (see the report of review 25): n is used to choose the grid,
+iterations and split only when public; the ε of the start and every update sum to at most ε
+(review 9's spy, rerun); the grid start's sensitivity (2, or 0 on partition blocks); updates and
+empty clusters use released values only; post-processing randomness comes from the fit's
+RandomSource; the ⊥ (add/remove) update and the k = 1 update pass audits on their worst-case
+pairs and fail them at 2ε.
 """
 
 from __future__ import annotations
