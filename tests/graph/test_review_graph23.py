@@ -13,6 +13,7 @@ import gzip
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 import pytest
 
 import fugu
@@ -276,3 +277,26 @@ def test_degree_bound_must_be_an_integer(bound: object) -> None:
             accountant=acct,  # type: ignore[arg-type]
         )
     assert acct.spent == 0
+
+
+# == 11. weights written as text are not numbers =================================================
+@pytest.mark.parametrize("text", ["1_0", "\u0663", "3"])
+@pytest.mark.parametrize("how", ["column", "callable", "array"])
+def test_text_weights_are_refused_not_parsed(text: str, how: str) -> None:
+    """``answer(rel, "km")`` read each weight with Python's ``float()``, which reads ``'1_0'``
+    as 10 and the Arabic-Indic digit ``'٣'`` as 3 (an array of text went through numpy's
+    parser, the same): a text column was silently misread (the ordinal-domain fix 498e5e7 for
+    the same readings). Text is refused like any other value that is not a number, before
+    anything is charged, naming the weights and not the value."""
+    rel = fugu.graph.KRelation.from_records(
+        [{"who": "a", "km": 2.0}, {"who": "b", "km": text}], owners="who"
+    )
+    weights: object = {
+        "column": "km",
+        "callable": lambda r: r["km"],
+        "array": np.array([str(v) for _, v in rel.tuples()]),
+    }[how]
+    acct = fugu.Accountant(fugu.Budget(1.0, model="participant-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="not a number") as info:
+        fugu.graph.answer(rel, weights, 1.0, rng=RS(seed=0), accountant=acct)
+    assert text not in str(info.value) and acct.spent == 0

@@ -783,13 +783,16 @@ class KRelation:
         i = self._index(weights) if isinstance(weights, str) else -1
         try:
             if isinstance(weights, str):
-                return np.asarray([float(t[i]) for t in rows], dtype=np.float64)
+                return np.asarray([_number(t[i]) for t in rows], dtype=np.float64)
             if callable(weights):
                 return np.asarray(
-                    [float(weights(dict(zip(self.columns, t, strict=True)))) for t in rows],
+                    [_number(weights(dict(zip(self.columns, t, strict=True)))) for t in rows],
                     dtype=np.float64,
                 )
-            w = np.asarray(weights, dtype=np.float64).reshape(-1)
+            arr = np.asarray(weights)
+            if arr.dtype.kind in "USO":  # text, or objects that may be text: one by one
+                arr = np.asarray([_number(v) for v in arr.reshape(-1)], dtype=np.float64)
+            w = np.asarray(arr, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):
             # the offending value is private data: the message names the weights, not the value
             what = f"column {weights!r}" if isinstance(weights, str) else "weights"
@@ -802,6 +805,14 @@ class KRelation:
                 f"weights has {w.size} entries for {n} tuples (in the order of .tuples())"
             )
         return w
+
+
+def _number(v: Any) -> float:
+    """A weight as a float; text is not a number (Python's float() reads '1_0' as 10 and
+    non-ASCII digits such as '٣' as 3, so a text column would be silently misread)."""
+    if isinstance(v, str | bytes):
+        raise TypeError("text is not a weight")
+    return float(v)
 
 
 def _clause_key(c: frozenset[Hashable]) -> tuple[int, str]:
