@@ -213,3 +213,15 @@ def test_oversized_tree_layout_is_refused_before_spending() -> None:
     with pytest.raises(fugu.errors.DomainTooLargeError, match="branching unset"):
         H.hierarchical(hist, 1.0, branching=16, budget="uniform", accountant=acc)
     assert acc.spent == 0.0
+
+
+# == 5. clear errors ===========================================================================
+@pytest.mark.parametrize("plain", [5, [0, 1], True])
+def test_privelet_plain_of_the_wrong_type_is_named(plain: Any) -> None:
+    """privelet(hist, 1, plain=5) raised a bare TypeError ("'int' object is not iterable") and
+    plain=[0, 1] "plain names an unknown attribute 0"; now the argument, the value and what it
+    may be are named."""
+    dom = _dom(4, 3)
+    hist = fugu.Histogram(np.ones(dom.shape, dtype=np.int64), dom)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="plain must be 'auto', None"):
+        fugu.central.privelet(hist, 1.0, plain=plain)

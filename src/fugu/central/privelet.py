@@ -142,7 +142,15 @@ def _resolve_plain(domain: Domain, plain: PlainSpec) -> list[str]:
         if plain == "auto":
             return choose_plain(domain)
         plain = [p for p in plain.split(",") if p]
-    names = list(plain)
+    try:
+        names = list(plain)
+    except TypeError:
+        names = [plain]  # type: ignore[list-item]
+    if any(not isinstance(p, str) for p in names):
+        raise InvalidParameterError(
+            f"plain must be 'auto', None, or attribute names (a list, or one comma-separated "
+            f"string) from {list(domain.names)}, got {plain!r}"
+        )
     for p in names:
         if p not in domain.names:
             raise DomainError(
