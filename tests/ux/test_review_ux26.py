@@ -450,3 +450,38 @@ def test_ledger_init_errors_name_the_options(
     code, _, err = run(capsys, "ledger", "init", str(tmp_path / "l.json"), *args)
     assert code == 2 and says in err, err
     assert not (tmp_path / "l.json").exists()
+
+
+# -- --json without --out on more than a million cells: the release was thrown away --
+def test_json_without_out_on_a_huge_cube_is_refused_before_spending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu release --data xy.csv -a 'x:0..1999,y:0..999' -e 1 --json --ledger L` charged the
+    ledger and printed "cells": null, "file": null: a 2,000,000-cell release computed, paid
+    for and discarded (JSON leaves out more than 1,000,000 cells). `ldp aggregate --json`
+    likewise."""
+    from fugu.budget import Accountant
+
+    data = tmp_path / "xy.csv"
+    data.write_text("x,y\n" + "\n".join(f"{i},{2 * i}" for i in range(300)) + "\n")
+    attrs = "x:0..1999,y:0..999"
+    for model in ("central-dp", "ldp"):
+        assert run(capsys, "ledger", "init", str(tmp_path / f"{model}.json"), "--total", "5",
+                   "--model", model)[0] == 0  # fmt: skip
+    central = tmp_path / "central-dp.json"
+    code, out, err = run(
+        capsys, "release", "--data", str(data), "-a", attrs, "-e", "1", "--json",
+        "--ledger", str(central),
+    )  # fmt: skip
+    assert code == 2 and "--out" in err and "2,000,000" in err, (out, err)
+    assert Accountant.load(central).spent == 0
+    reports = tmp_path / "r.jsonl"
+    code, _, err = run(
+        capsys, "ldp", "perturb", "--data", str(data), "-a", attrs, "-m", "hdg", "-e", "1",
+        "--out", str(reports),
+    )  # fmt: skip
+    assert code == 0, err
+    ldp = tmp_path / "ldp.json"
+    code, out, err = run(capsys, "ldp", "aggregate", str(reports), "--json", "--ledger", str(ldp))
+    assert code == 2 and "--out" in err, (out, err)
+    assert Accountant.load(ldp).spent == 0

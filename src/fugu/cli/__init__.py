@@ -31,6 +31,7 @@ from ._common import (
     parse_where,
     quiet_requested,
     refuse_overwriting,
+    refuse_unlisted_json,
     refuse_unused,
     release_text,
     seed_source,
@@ -231,6 +232,8 @@ def release(
         release=True,
     )  # fmt: skip
     dom = load_domain(data, attributes, domain_file)
+    if as_json and not out:
+        refuse_unlisted_json(dom, "Nothing was read or spent.")
     pol = None
     if entry.model == "blowfish" and policy:
         from .blowfish import release_policy

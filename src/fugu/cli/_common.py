@@ -603,6 +603,18 @@ def cells_records(rel: Any) -> list[dict[str, Any]] | None:
     return [dict(zip([*header[:-1], "count"], r, strict=True)) for r in rows]
 
 
+def refuse_unlisted_json(domain: Any, nothing: str) -> None:
+    """Refuse ``--json`` without ``--out`` for a release of more than :data:`MAX_JSON_CELLS`
+    cells: the JSON leaves its cells out, so the release (and its budget) was thrown away."""
+    size = getattr(domain, "size", 0)
+    if size > MAX_JSON_CELLS:
+        raise click.UsageError(
+            f"--json without --out lists every released cell, and this domain has {size:,} "
+            f"cells (over {MAX_JSON_CELLS:,}): add --out FILE.npz to save the release (and "
+            f"answer queries from it with fugu query). {nothing}"
+        )
+
+
 def head_given() -> bool:
     """True when the running command's ``--head`` was given on the command line: with
     ``--out`` the cells are then printed as well (``--head`` was ignored there, review 14)."""

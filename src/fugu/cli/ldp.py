@@ -27,6 +27,7 @@ from ._common import (
     open_ledger,
     quiet_requested,
     refuse_overwriting,
+    refuse_unlisted_json,
     refuse_unused,
     replaceable,
     seed_source,
@@ -471,6 +472,8 @@ def register(cli: click.Group) -> None:
         inputs += [("a reports file", r) for r in reports]
         refuse_overwriting(out, "--out", inputs, release=True)
         _refuse_repeated_files(reports)
+        if as_json and not out:  # the domain is in the first file's header
+            refuse_unlisted_json(_protocol_of(reports[0]).domain, "Nothing was spent.")
         with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
             if acct is not None:  # the spend must fit before any report is read
                 from ..ldp.checks import _charge_model
