@@ -300,3 +300,21 @@ def test_text_weights_are_refused_not_parsed(text: str, how: str) -> None:
     with pytest.raises(fugu.errors.InvalidParameterError, match="not a number") as info:
         fugu.graph.answer(rel, weights, 1.0, rng=RS(seed=0), accountant=acct)
     assert text not in str(info.value) and acct.spent == 0
+
+
+# == 12. weights whose total overflows ===========================================================
+def test_weights_whose_total_overflows_are_refused_before_charging() -> None:
+    """A single finite weight of 1e308 made G_|P| = 2·1e308 = inf and ``find_j`` raised
+    Python's bare ``OverflowError: cannot convert float infinity to integer`` after the budget
+    was spent, while the neighbour without that row released. The total of the weights times
+    g_factor must be a finite double; otherwise the refusal comes before the charge."""
+    rel = fugu.graph.KRelation.from_records(
+        [{"who": "a", "w": 1e308}, {"who": "b", "w": 1.0}], owners="who"
+    )
+    acct = fugu.Accountant(fugu.Budget(5.0, model="participant-dp"))
+    with pytest.raises(fugu.errors.InvalidParameterError, match="too large"):
+        fugu.graph.answer(rel, "w", 1.0, rng=RS(seed=0), accountant=acct)
+    assert acct.spent == 0
+    ok = fugu.graph.KRelation.from_records([{"who": "b", "w": 1.0}], owners="who")
+    fugu.graph.answer(ok, "w", 1.0, rng=RS(seed=0), accountant=acct)
+    assert acct.spent == 1.0

@@ -591,6 +591,15 @@ def answer(
         raise InvalidParameterError(
             f"weights ({label}) must be finite; some tuple's weight is NaN or infinite"
         )
+    with np.errstate(over="ignore"):
+        top = float(np.abs(w).sum()) * all_params[0].g_factor
+    if not math.isfinite(top):
+        # G_|P| (g times the largest load) and the search for j overflow: refused before the
+        # charge (it raised a bare OverflowError after it)
+        raise InvalidParameterError(
+            f"weights ({label}) are too large: their total times g_factor overflows a double "
+            f"(1.8e308); rescale them (theta is in the units of the weights)"
+        )
     has_neg = bool(np.any(w < 0))
     if has_neg and not split_signed:
         raise InvalidParameterError(
