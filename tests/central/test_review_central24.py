@@ -225,3 +225,17 @@ def test_privelet_plain_of_the_wrong_type_is_named(plain: Any) -> None:
     hist = fugu.Histogram(np.ones(dom.shape, dtype=np.int64), dom)
     with pytest.raises(fugu.errors.InvalidParameterError, match="plain must be 'auto', None"):
         fugu.central.privelet(hist, 1.0, plain=plain)
+
+
+def test_budget_shares_of_the_wrong_length_name_the_attributes() -> None:
+    """budget=[1, 2] with branching=[4, 4] on 100 × 10 cells said "(4 here, ...)": neither
+    which attribute nor that the other tree has 2 levels, so no list of shares could fit. The
+    error now names every attribute's height and the ways out."""
+    dom = fugu.Domain([fugu.Ordinal("age", 0, 99), fugu.Ordinal("b", 0, 9)])
+    hist = fugu.Histogram(np.ones(dom.shape, dtype=np.int64), dom)
+    with pytest.raises(fugu.errors.InvalidParameterError, match="'age': 4, 'b': 2 levels"):
+        H.hierarchical(hist, 1.0, branching=[4, 4], budget=[1, 2])
+    with pytest.raises(fugu.errors.InvalidParameterError, match="give 2 shares"):
+        H.hierarchical(hist, 1.0, branching=[10, 4], budget=[1, 2, 3])
+    rel = H.hierarchical(hist, 1.0, branching=[10, 4], budget=[1, 3], rng=fugu.RandomSource(1))
+    assert rel.guarantee.parameters["level_shares"] == [[0.0, 0.25, 0.75]] * 2

@@ -362,15 +362,34 @@ def _plan_trees(
     attrs = domain.attributes
     is_flat = [a.name in flat_names for a in attrs]
 
-    def rule_tree(ax: int) -> AxisTree:
+    def rule_height(ax: int) -> tuple[int, int]:
         a = attrs[ax]
         given = bs[ax]
         b = given if given is not None else qardaji_branching(a.size)
-        h = tree_height(a.size, b)
-        return AxisTree(a.size, b, h, _shares(budget, h))
+        return b, tree_height(a.size, b)
 
+    heights = {a.name: rule_height(ax) for ax, a in enumerate(attrs) if not is_flat[ax]}
+    if not isinstance(budget, str):
+        w = np.asarray(budget, dtype=np.float64).reshape(-1)
+        wrong = {name: h for name, (_, h) in heights.items() if h != w.size}
+        if wrong:
+            hs = {h for _, h in heights.values()}
+            fix = (
+                f"give {hs.pop()} shares"
+                if len(hs) == 1
+                else "one list cannot fit trees of different heights: choose fan-outs that "
+                "give equal heights or mark attributes flat=[...]"
+            )
+            raise InvalidParameterError(
+                f"budget shares: {w.size} given, one per level below the root of every "
+                f"attribute's tree (top first; the root is never measured), but the trees have "
+                f"{', '.join(f'{k!r}: {h}' for k, (_, h) in heights.items())} levels (fan-outs "
+                f"{[b for b, _ in heights.values()]}); {fix}, or use budget='optimal'"
+            )
     trees_rule = [
-        AxisTree(a.size, 2, 0, (1.0,)) if is_flat[ax] else rule_tree(ax)
+        AxisTree(a.size, 2, 0, (1.0,))
+        if is_flat[ax]
+        else AxisTree(a.size, *heights[a.name], _shares(budget, heights[a.name][1]))
         for ax, a in enumerate(attrs)
     ]
     if not isinstance(budget, str) or budget != "optimal":
