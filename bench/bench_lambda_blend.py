@@ -15,9 +15,9 @@ at n = 10^6).
 parts of its 2 × 2 in/out tables replaced by the exact counts — the 1-D in-fractions, the 2-D
 (in, in) cells, or both — and the MAE of each variant is printed (same releases, same queries).
 
-``--twin`` builds, for each data set, its *twin*: every record keeps the grid cell of each of its
-attributes (so the twin's TDG or HDG releases are identical, report for report, at the same
-seed), but its value inside the cell is redrawn from the log-smooth shape of the exact margin,
+``--twin`` builds, for each data set, its *twin*: every record keeps its cell of each attribute
+in the common refinement of all the grids' cells of it (with TDG's shifted grids, cells of half a
+box; so the twin's TDG or HDG releases are identical, report for report, at the same seed), but its value inside the cell is redrawn from the log-smooth shape of the exact margin,
 independently per attribute. Whatever an estimator does, it gives the same answers on both, so per
 query err(data) + err(twin) ≥ |truth(data) − truth(twin)|. The part prints that gap and each
 estimator's MAE on both, and the slack ``best(data) + best(twin) − gap``: below 0, no function of
@@ -178,22 +178,31 @@ def sources(
         print(f"{data:>13} eps {eps:g} lam {lam} | {cells}", flush=True)
 
 
-def _twin(codes: np.ndarray, edges: np.ndarray, seed: int = 5) -> np.ndarray:
-    """``codes`` with every value redrawn inside its cell of ``edges`` (same cells)."""
+def _twin(codes: np.ndarray, edges: list[np.ndarray], seed: int = 5) -> np.ndarray:
+    """``codes`` with every value redrawn inside its cell of ``edges[j]`` (same cells)."""
     from fugu.inference.ldp_post import cell_values
 
     rng = np.random.default_rng(seed)
-    cell = np.searchsorted(edges, codes, side="right") - 1
     out = codes.copy()
-    for j in range(codes.shape[1]):
-        cnt = np.bincount(cell[:, j], minlength=len(edges) - 1).astype(np.float64)
-        shape = cell_values(edges, cnt, method="logsmooth")
-        for k in range(len(edges) - 1):
-            rows = np.flatnonzero(cell[:, j] == k)
-            p = shape[edges[k] : edges[k + 1]]
+    for j, e in enumerate(edges):
+        cell = np.searchsorted(e, codes[:, j], side="right") - 1
+        cnt = np.bincount(cell, minlength=len(e) - 1).astype(np.float64)
+        shape = cell_values(e, cnt, method="logsmooth")
+        for k in range(len(e) - 1):
+            rows = np.flatnonzero(cell == k)
+            p = shape[e[k] : e[k + 1]]
             if rows.size:
-                out[rows, j] = edges[k] + rng.choice(p.size, size=rows.size, p=p / p.sum())
+                out[rows, j] = e[k] + rng.choice(p.size, size=rows.size, p=p / p.sum())
     return out
+
+
+def _refinements(grids: Any, names: list[str]) -> list[np.ndarray]:
+    """Per attribute, the common refinement of every grid's cells of it (shifted grids too)."""
+    cuts: dict[str, set[int]] = {a: set() for a in names}
+    for g in grids:
+        for a, e in zip(g.attributes, g.edges, strict=True):
+            cuts[str(a) if str(a) in cuts else names[int(a)]].update(int(x) for x in e)
+    return [np.array(sorted(cuts[a]), dtype=np.int64) for a in names]
 
 
 def twin(
@@ -214,13 +223,7 @@ def twin(
         a = np.stack([gen(n, d, c, seed=2026, **kw)[x] for x in dom.names], 1)
         for eps in epsilons:
             rels_a = _releases(method, dom, a, eps, seeds, interpolation)
-            edges = {tuple(g.edges[0]) for g in rels_a[0].grids}
-            if len(edges) != 1:
-                print(
-                    f"{data:>13} eps {eps:g}: the grids' attributes have different cells; skipped"
-                )
-                continue
-            b_codes = _twin(a, np.array(next(iter(edges))))
+            b_codes = _twin(a, _refinements(rels_a[0].grids, list(dom.names)))
             rels_b = _releases(method, dom, b_codes, eps, seeds, interpolation)
             same = all(
                 np.array_equal(ga.counts, gb.counts)

@@ -146,14 +146,16 @@ class GridProtocol(LDPProtocol):
         attribute pair; ``"in-in"`` fits only the (in, in) cell as the authors' code does;
         ``"auto"`` (default) averages the two with a weight on "full" that falls from 1 to 0
         (linear in the logarithm) as the predicted noise of one 2-D cell (standard deviation
-        from ε and the group sizes, public) rises from 1 % to 3.5 % of n for HDG, from 0.35 %
-        to 0.6 % for TDG with PCHIP margins (TDG with its default log-smooth margins: weight
-        1, "full"; :func:`auto_weight`); for HDG it is also multiplied by a factor from
-        the release's cut-cell error (:func:`~fugu.ldp.grid_release.cut_error`, read from the
-        released grids: post-processing). With exact 2-D answers "full" is 5× more accurate,
-        but it multiplies the noisy grids' bias (Norm-Sub, coarse cells; TDG's coarse margins)
-        through the pair tables, and "in-in" loses less of it. The choice does not always pick
-        the better one (``docs/ldp_grids.md`` has the measured table: HDG worst 1.09×).
+        from ε and the group sizes, public) rises from 1 % to 3.5 % of n for HDG, from 1.5 %
+        to 10 % for TDG with its default log-smooth margins (about 0.5 at 3.9 %, where the
+        average beats both), from 0.35 % to 0.6 % for TDG with PCHIP margins (TDG with
+        aligned 2 × 2 boxes: 1; :func:`auto_weight`); for HDG it is also multiplied by a
+        factor from the release's cut-cell error (:func:`~fugu.ldp.grid_release.cut_error`,
+        read from the released grids: post-processing). With exact 2-D answers "full" is 5×
+        more accurate, but it multiplies the noisy grids' bias (Norm-Sub, coarse cells; TDG's
+        coarse margins) through the pair tables, and "in-in" loses less of it. The choice does
+        not always pick the better one (``docs/ldp_grids.md`` has the measured table: HDG
+        worst 1.00×, TDG 1.15× on heavy-tailed data).
     interpolation : how a cut cell is split between the query and the rest. The 1-D grids
         (TDG: the 2-D grids' consistent margins) are spread over their values
         (:func:`fugu.inference.ldp_post.cell_values`), and a 2-D cell by the product of its two
