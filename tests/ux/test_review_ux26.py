@@ -485,3 +485,37 @@ def test_json_without_out_on_a_huge_cube_is_refused_before_spending(
     code, out, err = run(capsys, "ldp", "aggregate", str(reports), "--json", "--ledger", str(ldp))
     assert code == 2 and "--out" in err, (out, err)
     assert Accountant.load(ldp).spent == 0
+
+
+# -- ldp aggregate without --out: a grid release was charged and thrown away --
+def test_ldp_aggregate_of_a_grid_release_needs_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu ldp aggregate hdg.jsonl --ledger L` (no --out) charged the ledger and printed only
+    'released: <GridRelease hdg ldp ε=1> (use --out FILE.npz to save it)': HDG's release has
+    no cells to print, so it was made, paid for and discarded. A frequency oracle's release
+    is still printed and charged once."""
+    from fugu.budget import Accountant
+
+    data = tmp_path / "u.csv"
+    rng = np.random.default_rng(2)
+    data.write_text("x,y\n" + "\n".join(f"{a},{b}" for a, b in rng.integers(0, 8, (400, 2))))
+    led = tmp_path / "l.json"
+    assert run(capsys, "ledger", "init", str(led), "--total", "5", "--model", "ldp")[0] == 0
+    for method in ("hdg", "olh"):
+        rep = tmp_path / f"{method}.jsonl"
+        code, _, err = run(
+            capsys, "ldp", "perturb", "--data", str(data), "-a", "x:0..7,y:0..7", "-m", method,
+            "-e", "1", "--out", str(rep),
+        )  # fmt: skip
+        assert code == 0, err
+    code, out, err = run(
+        capsys, "ldp", "aggregate", str(tmp_path / "hdg.jsonl"), "--ledger", str(led)
+    )
+    assert code == 2 and "--out" in err and "Nothing was spent" in err, (out, err)
+    assert Accountant.load(led).spent == 0
+    code, out, err = run(
+        capsys, "ldp", "aggregate", str(tmp_path / "olh.jsonl"), "--ledger", str(led)
+    )
+    assert code == 0 and "noisy count" in out, err
+    assert Accountant.load(led).spent == 1

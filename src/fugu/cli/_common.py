@@ -580,6 +580,12 @@ def _cells(rel: Any, limit: int | None) -> tuple[list[str], list[list[Any]], int
     return [*dom.names, "noisy count"], rows, n
 
 
+def has_cells(rel: Any) -> bool:
+    """Whether a release has dense cells to print or list (a grid or tree release of local DP
+    answers range queries without them)."""
+    return _cells(rel, 1) is not None
+
+
 def _number(x: float) -> int | float:
     return int(x) if x.is_integer() and abs(x) < 2**53 else x
 

@@ -20,6 +20,7 @@ from ._common import (
     check_option_keys,
     domain_options,
     emit,
+    has_cells,
     head_given,
     ledger_line,
     ledger_option,
@@ -455,9 +456,11 @@ def register(cli: click.Group) -> None:
     ) -> None:
         """Server side: validate and aggregate REPORTS files (one protocol) into a release.
 
-        Without --out the estimates are printed. With --ledger the reports' ε is charged (model
-        ldp) before they are read: use it when the ledger tracks what the server publishes
-        about these users, and put --ledger on perturb OR aggregate of one batch, not both.
+        Without --out the estimates are printed (a release without cells, such as HDG's, TDG's
+        or HIO's, needs --out). With --ledger the reports' ε (model ldp) is checked against
+        the ledger before they are read and charged when the release is made: use it when the
+        ledger tracks what the server publishes about these users, and put --ledger on perturb
+        OR aggregate of one batch, not both.
         """
         if spark_master and engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
@@ -474,14 +477,29 @@ def register(cli: click.Group) -> None:
         _refuse_repeated_files(reports)
         if as_json and not out:  # the domain is in the first file's header
             refuse_unlisted_json(_protocol_of(reports[0]).domain, "Nothing was spent.")
+        from ..ldp.checks import _charge_model
+
         with open_ledger(ledger, model=_ldp_model(ledger)) as acct:
             if acct is not None:  # the spend must fit before any report is read
-                from ..ldp.checks import _charge_model
-
                 first = _protocol_of(reports[0])
                 _charge_model(acct, first.epsilon, first.name)
             proto, agg = _aggregate(reports, engine, spark_master, quiet or as_json)
-            rel = agg.estimate(accountant=acct)  # charged the reports' ε inside the lock
+            rel = agg.estimate()  # charged below, once it is known to be printed or saved
+            if not out and not has_cells(rel):
+                # a grid release (HDG, TDG, HIO, ...) has no cells to print: it was made,
+                # charged and thrown away, with only its repr shown
+                raise click.UsageError(
+                    f"the {proto.name} release answers range queries but has no cells to print; "
+                    f"add --out FILE.npz to save it, then answer queries with 'fugu query "
+                    f"FILE.npz -w ...'. Nothing was spent."
+                )
+            if acct is not None:  # as agg.estimate(accountant=acct) charges, inside the lock
+                model = _charge_model(acct, proto.epsilon, proto.name)
+                acct.spend(
+                    proto.epsilon,
+                    f"{proto.name} release from {agg.n_accepted:,} reports",
+                    model=model,
+                )
         info = {**agg.summary(), "epsilon": proto.epsilon, "private": rel.guarantee.private}
         if out:
             info["release"] = str(rel.save(out))
