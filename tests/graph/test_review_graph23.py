@@ -318,3 +318,17 @@ def test_weights_whose_total_overflows_are_refused_before_charging() -> None:
     ok = fugu.graph.KRelation.from_records([{"who": "b", "w": 1.0}], owners="who")
     fugu.graph.answer(ok, "w", 1.0, rng=RS(seed=0), accountant=acct)
     assert acct.spent == 1.0
+
+
+def test_edge_list_reads_bz2_and_xz_as_before(tmp_path: Path) -> None:
+    """Regression guard for the comment fix (6e9a61f), which opened files itself: numpy's
+    loadtxt had decompressed ``.bz2`` and ``.xz`` files by suffix as well as ``.gz``; the
+    first version of the fix read them as text and refused them. All three are read."""
+    import bz2
+    import lzma
+
+    for suffix, opener in ((".bz2", bz2.open), (".xz", lzma.open)):
+        p = tmp_path / f"g.txt{suffix}"
+        with opener(p, "wt") as fh:
+            fh.write("# c\n1 2\n2 3\n")
+        assert sorted(read_edge_list(p).edges) == [(1, 2), (2, 3)]

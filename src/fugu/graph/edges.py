@@ -18,10 +18,14 @@ to the graph (``G.add_nodes_from(...)``; the CLI's ``--nodes N``) before releasi
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import lzma
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import networkx as nx
 import numpy as np
@@ -38,7 +42,7 @@ def read_edge_list(
     delimiter: str | None = None,
     self_loops: str = "error",
 ) -> nx.Graph:
-    """Read a SNAP-style edge list (optionally ``.gz``) into an undirected simple graph.
+    """Read a SNAP-style edge list (optionally ``.gz``, ``.bz2``, ``.xz``) as an undirected graph.
 
     Parameters
     ----------
@@ -68,7 +72,13 @@ def read_edge_list(
             f"comment must be a non-empty string (lines starting with it are skipped), got "
             f"{comment!r}"
         )
-    opener = gzip.open if p.suffix == ".gz" else open
+    # compressed files as numpy's loadtxt opened them (by suffix)
+    openers: dict[str, Callable[..., IO[str]]] = {
+        ".gz": gzip.open,
+        ".bz2": bz2.open,
+        ".xz": lzma.open,
+    }
+    opener = openers.get(p.suffix, open)
     try:
         with opener(p, "rt", encoding="utf-8") as fh, warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": handled below
