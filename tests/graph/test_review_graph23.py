@@ -332,3 +332,13 @@ def test_edge_list_reads_bz2_and_xz_as_before(tmp_path: Path) -> None:
         with opener(p, "wt") as fh:
             fh.write("# c\n1 2\n2 3\n")
         assert sorted(read_edge_list(p).edges) == [(1, 2), (2, 3)]
+
+
+def test_edge_list_with_a_byte_order_mark_keeps_one_node_per_id(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark (written by Windows editors) was read as part of the first id:
+    ``1 2 / 2 3 / 3 1`` became the nodes ``'\\ufeff1'``, ``'1'``, ``'2'``, ``'3'`` (all ids
+    strings, node 1's edges split over two nodes) and no triangle. The mark is dropped now."""
+    p = tmp_path / "g.txt"
+    p.write_text("1 2\n2 3\n3 1\n", encoding="utf-8-sig")
+    G = read_edge_list(p)
+    assert sorted(G.nodes) == [1, 2, 3] and sum(nx.triangles(G).values()) == 3

@@ -80,7 +80,8 @@ def read_edge_list(
     }
     opener = openers.get(p.suffix, open)
     try:
-        with opener(p, "rt", encoding="utf-8") as fh, warnings.catch_warnings():
+        # utf-8-sig: a byte-order mark (Windows editors) is not part of the first id
+        with opener(p, "rt", encoding="utf-8-sig") as fh, warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": handled below
             # only whole lines are comments: numpy's comments= also cuts a line at the first
             # comment character, so the id 'c#d' was read as 'c' (two nodes merged into one)
