@@ -519,3 +519,23 @@ def test_ldp_aggregate_of_a_grid_release_needs_out(
     )
     assert code == 0 and "noisy count" in out, err
     assert Accountant.load(led).spent == 1
+
+
+# -- fugu query on a graph count: it answered nothing --
+def test_query_prints_a_graph_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`fugu query karate.npz` (a saved `fugu graph count` release) failed with 'this release
+    answers only 'triangle count'' however it was called: the CLI asked it RangeQuery({})."""
+    import json
+
+    import networkx as nx
+
+    import fugu
+
+    path = fugu.graph.count(nx.karate_club_graph(), "triangle", 1.0).save(tmp_path / "g.npz")
+    value = fugu.Release.load(path).answer(None)  # type: ignore[arg-type]
+    code, out, err = run(capsys, "query", str(path), "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["query"] == "triangle count" and got["answer"] == value
+    code, _, err = run(capsys, "query", str(path), "-w", "age=1")
+    assert code == 2 and "leave out --where" in err, err

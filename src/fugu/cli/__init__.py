@@ -406,6 +406,16 @@ def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
     from ..release import Release
 
     rel = Release.load(release_file)
+    if rel.domain is None:  # one number (a graph count): RangeQuery({}) was refused by it
+        what = str(getattr(rel, "statistic", "") or rel.kind)
+        if where:
+            raise click.UsageError(
+                f"{click.format_filename(release_file)} is one number ({what}), not a cube: "
+                "leave out --where to print it"
+            )
+        scalar: Any = rel  # CountRelease: answer() and expected_error() take no query
+        _print_answer(what, scalar.answer(), scalar.expected_error(), rel, as_json)
+        return
     conds: dict[str, Any] = {}
     for w in where:
         k, v = parse_where(w, rel.domain)
@@ -413,8 +423,11 @@ def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
             raise click.BadParameter(f"attribute {k!r} appears twice", param_hint="--where")
         conds[k] = v
     q = RangeQuery(conds)
-    ans = rel.answer(q)
-    err = rel.expected_error(q)
+    _print_answer(str(q), rel.answer(q), rel.expected_error(q), rel, as_json)
+
+
+def _print_answer(query: str, ans: float, err: float | None, rel: Any, as_json: bool) -> None:
+    """One answer of ``fugu query``, with its RMSE and, for a seeded release, NOT PRIVATE."""
     private = bool(rel.guarantee.private)
     # an answer from a seeded (--seed) release carries its NOT PRIVATE mark, like the release
     not_private = (
@@ -423,10 +436,12 @@ def query(release_file: str, where: tuple[str, ...], as_json: bool) -> None:
         else "\nNOT PRIVATE: from a release made with --seed (reproducible); do not publish."
     )
     emit(
-        {"query": str(q), "answer": ans, "expected_error": err, "private": private},
+        {"query": query, "answer": ans, "expected_error": err, "private": private},
         as_json,
         lambda: (
-            f"{q}: {ans:,.1f}" + (f"  (± {err:,.1f} RMSE)" if err is not None else "") + not_private
+            f"{query}: {ans:,.1f}"
+            + (f"  (± {err:,.1f} RMSE)" if err is not None else "")
+            + not_private
         ),
     )
 
