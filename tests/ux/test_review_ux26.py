@@ -539,3 +539,14 @@ def test_query_prints_a_graph_count(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert got["query"] == "triangle count" and got["answer"] == value
     code, _, err = run(capsys, "query", str(path), "-w", "age=1")
     assert code == 2 and "leave out --where" in err, err
+
+
+# -- fugu sensitivity --brute-force: 0 was ignored, a negative N a Python message --
+@pytest.mark.parametrize("n", ["0", "-1"])
+def test_sensitivity_brute_force_needs_a_positive_n(
+    n: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--brute-force 0` printed the table without the brute-force column (the option was
+    falsy, so ignored); `--brute-force -1` failed with 'repeat argument cannot be negative'."""
+    code, out, err = run(capsys, "sensitivity", "-a", "age", "-p", "line", "--brute-force", n)
+    assert code == 2 and "--brute-force" in err and out == "", (out, err)

@@ -211,8 +211,8 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--brute-force",
         "brute",
-        type=int,
-        help="Also enumerate every database of N records (tiny domains).",
+        type=click.IntRange(min=1),
+        help="Also enumerate every database of N >= 1 records (tiny domains).",
     )
     @click.option("--json", "as_json", is_flag=True)
     def sensitivity(
