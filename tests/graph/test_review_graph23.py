@@ -342,3 +342,14 @@ def test_edge_list_with_a_byte_order_mark_keeps_one_node_per_id(tmp_path: Path) 
     p.write_text("1 2\n2 3\n3 1\n", encoding="utf-8-sig")
     G = read_edge_list(p)
     assert sorted(G.nodes) == [1, 2, 3] and sum(nx.triangles(G).values()) == 3
+
+
+def test_an_unreadable_edge_list_is_a_clear_error(tmp_path: Path) -> None:
+    """``read_edge_list(directory)`` raised a bare ``IsADirectoryError`` and a damaged ``.gz``
+    file a bare ``gzip.BadGzipFile`` (OSErrors, not FuguErrors). Both name the path now."""
+    with pytest.raises(fugu.errors.InvalidParameterError, match="cannot read the edge list"):
+        read_edge_list(tmp_path)
+    bad = tmp_path / "g.txt.gz"
+    bad.write_bytes(b"not gzip")
+    with pytest.raises(fugu.errors.InvalidParameterError, match="cannot read the edge list"):
+        read_edge_list(bad)

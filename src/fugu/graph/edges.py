@@ -93,6 +93,10 @@ def read_edge_list(
         raise InvalidParameterError(
             f"{str(p)!r} is not an edge list (two node ids per line, '{comment}' comments): {exc}"
         ) from None
+    except OSError as exc:  # a directory, no permission, a damaged compressed file
+        raise InvalidParameterError(
+            f"cannot read the edge list {str(p)!r}: {exc.strerror or exc}"
+        ) from None
     if raw.shape[0] == 0:
         raise EmptyDataError(f"edge list {str(p)!r} has no edges")
     if delimiter is not None:
