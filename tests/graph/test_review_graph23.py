@@ -353,3 +353,22 @@ def test_an_unreadable_edge_list_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_bytes(b"not gzip")
     with pytest.raises(fugu.errors.InvalidParameterError, match="cannot read the edge list"):
         read_edge_list(bad)
+
+
+# == 13. the signed answer's guarantee states both parts' parameters =============================
+def test_signed_answer_guarantee_states_both_parts() -> None:
+    """A signed answer (``split_signed=True``) recorded only the positive part's β: with the
+    default β = ε_part/5 and ``signed_share=0.8`` the negative part ran at β = 0.04 while the
+    guarantee said only 'beta (positive part): 0.16'; the ε1/ε2 split, the tolerance and the
+    X rule, which the unsigned guarantee records, were missing too."""
+    rel = fugu.graph.KRelation.from_records(
+        [{"who": "a", "x": 2.0}, {"who": "b", "x": -1.0}], owners="who"
+    )
+    out = fugu.graph.answer(
+        rel, "x", 1.0, split_signed=True, signed_share=0.8, rng=RS(seed=0), tolerance=0.05
+    )
+    params = out.guarantee.parameters
+    assert params["beta (positive part)"] == pytest.approx(0.8 / 5)
+    assert params["beta (negative part)"] == pytest.approx(0.2 / 5)
+    assert params["epsilon1 (for Δ̂), negative part"] == pytest.approx(0.1)
+    assert params["tolerance"] == 0.05 and params["X"] == "relaxed"
