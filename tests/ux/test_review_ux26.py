@@ -550,3 +550,11 @@ def test_sensitivity_brute_force_needs_a_positive_n(
     falsy, so ignored); `--brute-force -1` failed with 'repeat argument cannot be negative'."""
     code, out, err = run(capsys, "sensitivity", "-a", "age", "-p", "line", "--brute-force", n)
     assert code == 2 and "--brute-force" in err and out == "", (out, err)
+
+
+# -- errors in the command line's words --
+def test_cli_errors_say_epsilon_as_an_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """`fugu release -a age -e nan` said 'pass e.g. epsilon=1.0', the Python spelling; the
+    CLI's own translation (cli_words) was applied only to errors of reading the data."""
+    code, _, err = run(capsys, "release", "-a", "age", "-e", "nan")
+    assert code == 2 and "pass e.g. --epsilon 1.0" in err and "epsilon=" not in err, err

@@ -20,6 +20,7 @@ from ._common import (
     MECHANISMS,
     cells_records,
     check_option_keys,
+    cli_words,
     domain_options,
     emit,
     explicit,
@@ -502,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     except (FuguError, ValueError, TypeError, OSError, json.JSONDecodeError) as exc:
         if debug:
             raise
-        click.echo(f"fugu: error: {exc}", err=True)
+        # the library's Python spellings (epsilon=1.0, out_of_domain='clip') in the CLI's words
+        click.echo(f"fugu: error: {cli_words(str(exc))}", err=True)
         return 2
     except MemoryError as exc:  # numpy's "Unable to allocate 74.5 GiB ..." was a traceback
         if debug:

@@ -272,6 +272,7 @@ _PY_TO_CLI = (
     (re.compile(r"out_of_domain='(\w+)'"), r"--out-of-domain \1"),
     (re.compile(r"pass clip=True \(fugu kmeans --clip\)"), "pass --clip"),
     (re.compile(r"neighbours='([\w-]+)'"), r"--neighbours \1"),
+    (re.compile(r"pass e\.g\. epsilon=(\S+)"), r"pass e.g. --epsilon \1"),
 )  # fmt: skip
 
 
