@@ -558,3 +558,25 @@ def test_cli_errors_say_epsilon_as_an_option(capsys: pytest.CaptureFixture[str])
     CLI's own translation (cli_words) was applied only to errors of reading the data."""
     code, _, err = run(capsys, "release", "-a", "age", "-e", "nan")
     assert code == 2 and "pass e.g. --epsilon 1.0" in err and "epsilon=" not in err, err
+
+
+def test_cli_page_says_which_commands_default_epsilon() -> None:
+    """docs/cli.md said --epsilon is 'required wherever noise is drawn'; fugu demo and fugu ldp
+    simulate draw noise with a default of 1."""
+    import click
+
+    from fugu.cli import _load_models, cli
+
+    _load_models()
+    row = next(
+        ln
+        for ln in (Path(__file__).parents[2] / "docs" / "cli.md").read_text().splitlines()
+        if ln.startswith("| `--epsilon`")
+    )
+    defaults = []
+    for name, cmd in [("demo", cli.commands["demo"]),
+                      ("ldp simulate", cli.commands["ldp"].commands["simulate"])]:  # type: ignore[attr-defined]  # fmt: skip
+        opt = next(p for p in cmd.params if "--epsilon" in getattr(p, "opts", []))
+        assert isinstance(opt, click.Option) and not opt.required
+        defaults.append(f"fugu {name}")
+    assert all(d in row for d in defaults), row
