@@ -277,3 +277,18 @@ def test_padded_trees_measured_error_matches_expected_error() -> None:
     assert 0.75 <= ratio <= 1.33
     z = np.abs(errs.mean(axis=0)) / np.sqrt(np.maximum(pred, 1e-12) / 250)
     assert float(z.max()) < 4.5
+
+
+# == 6. the command line keeps an explicit hat-tree fan-out ===================================
+def test_cli_hat_tree_with_a_fanout_releases_the_hat_tree() -> None:
+    """``fugu release -m hat-tree -o fanout=8`` (default strategy auto on the command line)
+    compared the hat tree with the tree and released the tree (on Adult's 74 ages: a
+    HierarchicalRelease with b = 74), dropping the fan-out without a word. An explicit fan-out
+    now releases the hat tree with it; ``-o strategy=auto`` still compares."""
+    cli = importlib.import_module("fugu.cli.central")
+    dom = _dom(300)
+    hist = fugu.Histogram(np.arange(300) % 7, dom)
+    rel = cli._hat_tree(hist, 1.0, {"fanout": 16}, fugu.RandomSource(seed=1))
+    assert rel.kind == "hat-tree"
+    assert rel.guarantee.parameters["fanout"] == 16
+    assert rel.guarantee.parameters["strategy"]["used"] == "hats"

@@ -68,11 +68,13 @@ def _hat_tree(
     fanout = int_option(
         options, "fanout", " (>= 2); or leave it out to let the expected error choose"
     )
+    # an explicit fan-out asks for the hat tree: 'auto' (the default otherwise) released the
+    # tree instead and dropped -o fanout=B without a word; -o strategy=auto still compares
     return hat_tree(
         hist,
         epsilon,
         fanout=fanout,
-        strategy=options.get("strategy", "auto"),
+        strategy=options.get("strategy", "auto" if fanout is None else "hats"),
         neighbours=options.get("neighbours", "replace"),
         rng=rng,
         accountant=accountant,
@@ -119,7 +121,7 @@ register_mechanism(
         _hat_tree,
         "central-dp",
         "1-D: overlapping hat levels + least squares; by default the lower expected error of "
-        "this and the tree (-o strategy=hats|auto, -o fanout=B)",
+        "this and the tree (-o strategy=hats|auto; -o fanout=B: the hat tree with fan-out B)",
         options=("fanout", "strategy"),
         in_demo=False,
     )
