@@ -397,6 +397,12 @@ class LDPProtocol:
     def guarantee(
         self, *, private: bool, n: int, post_processing: tuple[str, ...] = ()
     ) -> Guarantee:
+        params = {**self._params(), "n_reports": n}
+        grouped = getattr(self, "grouped", None)
+        if grouped is not None and hasattr(grouped, "kinds"):
+            # the oracle each group's users report through (GRR or OLH when "adaptive"), as
+            # TDG/HDG record it: "adaptive" alone does not say which one a group used
+            params["oracles"] = list(grouped.kinds)
         g = make_guarantee(
             model="ldp",
             epsilon=self.epsilon,
@@ -405,7 +411,7 @@ class LDPProtocol:
             rng=default_source(None),
             sensitivity=None,
             source=self.source,
-            parameters={**self._params(), "n_reports": n},
+            parameters=params,
             post_processing=post_processing,
         )
         return replace(g, private=private)
