@@ -372,3 +372,10 @@ def test_signed_answer_guarantee_states_both_parts() -> None:
     assert params["beta (negative part)"] == pytest.approx(0.2 / 5)
     assert params["epsilon1 (for Δ̂), negative part"] == pytest.approx(0.1)
     assert params["tolerance"] == 0.05 and params["X"] == "relaxed"
+
+
+def test_an_unknown_mechanism_is_named_before_its_options() -> None:
+    """Follow-up to the option check above: ``mechanism="bogus", beta=0.1`` said that
+    mechanism 'bogus' would ignore beta, as if it existed; the unknown name comes first."""
+    with pytest.raises(fugu.errors.InvalidParameterError, match="mechanism must be one of"):
+        fugu.graph.count(nx.path_graph(3), "triangle", 1.0, mechanism="bogus", beta=0.1)

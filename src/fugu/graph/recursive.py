@@ -1022,6 +1022,8 @@ def count(
     from .patterns import check_unit, pattern_relation
 
     check_unit(unit)
+    if mechanism not in MECHANISMS:
+        raise InvalidParameterError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
     if mechanism != "recursive":
         if g_factor != G_FACTOR:
             raise InvalidParameterError(
