@@ -580,3 +580,25 @@ def test_cli_page_says_which_commands_default_epsilon() -> None:
         assert isinstance(opt, click.Option) and not opt.required
         defaults.append(f"fugu {name}")
     assert all(d in row for d in defaults), row
+
+
+# -- fugu release --sql / --progress: refused where they were ignored or misworded --
+def test_release_sql_and_progress_combinations(
+    tmp_path: Path, people: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--sql ... --engine numpy` failed with the library's 'pass path=None (got 'None') and
+    engine='duckdb' or 'spark''; `--progress` with --sql, --engine duckdb or a Parquet file
+    (counted by DuckDB) showed no bar and said nothing."""
+    sql = f"SELECT age FROM '{people}'"
+    code, _, err = run(capsys, "release", "--sql", sql, "-a", "age:0..99", "-e", "1",
+                       "--engine", "numpy")  # fmt: skip
+    assert code == 2 and "--sql" in err and "--engine numpy" in err and "path=None" not in err
+    pq = tmp_path / "p.parquet"
+    pq.write_bytes(b"")  # never read: the refusal comes first
+    for extra in (
+        ["--sql", sql],
+        ["--data", str(people), "--engine", "duckdb"],
+        ["--data", str(pq)],
+    ):
+        code, out, err = run(capsys, "release", *extra, "-a", "age:0..99", "-e", "1", "--progress")
+        assert code == 2 and "--progress has no effect" in err, (extra, out, err)

@@ -225,6 +225,21 @@ def release(
         if engine != "spark":
             raise click.UsageError("--spark-master needs --engine spark")
         engine_options["master"] = spark_master
+    if sql and engine == "numpy":  # the library's refusal spoke of path=None and engine='duckdb'
+        raise click.UsageError(
+            "--sql runs its query on DuckDB (the default) or Spark: leave out --engine numpy, or "
+            "give --engine duckdb or spark. Nothing was read or spent."
+        )
+    if (sql or data != "adult") and explicit(ctx, "progress"):
+        from ..engines import default_file_engine
+
+        counting = engine or default_file_engine(None if sql else data, sql)
+        if counting != "numpy":  # only the numpy engine's reader shows a bar: it was ignored
+            how = "--sql" if sql else (f"--engine {engine}" if engine else f"--data {data}")
+            raise click.UsageError(
+                f"--progress has no effect with {how} (the {counting} engine counts it; only the "
+                f"numpy engine, which reads CSV files, shows a progress bar)"
+            )
     refuse_overwriting(
         out,
         "--out",
