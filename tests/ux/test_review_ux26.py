@@ -602,3 +602,16 @@ def test_release_sql_and_progress_combinations(
     ):
         code, out, err = run(capsys, "release", *extra, "-a", "age:0..99", "-e", "1", "--progress")
         assert code == 2 and "--progress has no effect" in err, (extra, out, err)
+
+
+def test_report_refuses_data_and_sql_together(
+    tmp_path: Path, release: Path, people: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu report x.npz --data people.csv --sql "SELECT ..."` compared with the query's result
+    and ignored --data without a word."""
+    sql = f"SELECT age, sex FROM '{people}' WHERE age < 50"
+    html = tmp_path / "r.html"
+    code, _, err = run(capsys, "report", str(release), "--data", str(people), "--sql", sql,
+                       "--out", str(html), "--queries", "5")  # fmt: skip
+    assert code == 2 and "not both" in err, err
+    assert not html.exists()

@@ -108,6 +108,10 @@ def report_cmd(
             {"engine": "--engine", "out_of_domain": "--out-of-domain"},
             "without --data or --sql (they say how to read the true data)",
         )
+    if data is not None and sql is not None:  # the query was counted and --data ignored
+        raise click.UsageError(
+            "give the true data as --data or as --sql (the query names its input), not both"
+        )
     inputs = [("a release being reported", p) for p in releases]
     if data is not None and data != "adult":
         inputs.append(("the data file (--data)", data))
