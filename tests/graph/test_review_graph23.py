@@ -379,3 +379,11 @@ def test_an_unknown_mechanism_is_named_before_its_options() -> None:
     mechanism 'bogus' would ignore beta, as if it existed; the unknown name comes first."""
     with pytest.raises(fugu.errors.InvalidParameterError, match="mechanism must be one of"):
         fugu.graph.count(nx.path_graph(3), "triangle", 1.0, mechanism="bogus", beta=0.1)
+
+
+@pytest.mark.parametrize("owners", [5, None])
+def test_owners_that_are_not_column_names_are_a_clear_error(owners: object) -> None:
+    """``from_records(rows, owners=5)`` (or None) raised Python's bare ``TypeError: 'int'
+    object is not iterable``; it names ``owners`` now."""
+    with pytest.raises(fugu.errors.InvalidParameterError, match="owners must be a column name"):
+        fugu.graph.KRelation.from_records([{"who": "a"}], owners=owners)  # type: ignore[arg-type]

@@ -499,6 +499,13 @@ class KRelation:
         fanin = _check_fanin(max_fanin)
         maxc = _check_max_clauses(max_clauses)
         rows, schema = _table(data)
+        if not isinstance(owners, str) and not (
+            isinstance(owners, Sequence) and all(isinstance(c, str) for c in owners)
+        ):
+            raise InvalidParameterError(
+                f"owners must be a column name or a list of column names (the column(s) naming "
+                f"each tuple's participant(s)), got {owners!r}"
+            )
         owner_cols = [owners] if isinstance(owners, str) else list(owners)
         if not owner_cols:
             raise InvalidParameterError("owners must name at least one column")
