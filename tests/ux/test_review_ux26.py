@@ -615,3 +615,27 @@ def test_report_refuses_data_and_sql_together(
                        "--out", str(html), "--queries", "5")  # fmt: skip
     assert code == 2 and "not both" in err, err
     assert not html.exists()
+
+
+# -- ldp perturb: a grid method's bad granularity was found after the users' ε was charged --
+def test_ldp_perturb_checks_grid_options_before_charging(
+    tmp_path: Path, people: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu ldp perturb -m hdg -o g1=0 --ledger L` charged ε = 1 ('hdg reports of ...') and
+    then failed with 'g1 must hold positive integers, got 0': HDG checks g1 when the client
+    fixes its granularities from the number of users, after the charge."""
+    from fugu.budget import Accountant
+
+    led = tmp_path / "l.json"
+    assert run(capsys, "ledger", "init", str(led), "--total", "5", "--model", "ldp")[0] == 0
+    code, _, err = run(
+        capsys, "ldp", "perturb", "--data", str(people), "-a", "age:0..99,sex:F|M", "-m", "hdg",
+        "-o", "g1=0", "-e", "1", "--out", str(tmp_path / "r.jsonl"), "--ledger", str(led),
+    )  # fmt: skip
+    assert code == 2 and "g1" in err, err
+    assert Accountant.load(led).spent == 0
+    code, _, err = run(
+        capsys, "ldp", "perturb", "--data", str(people), "-a", "age:0..99,sex:F|M", "-m", "hdg",
+        "-e", "1", "--out", str(tmp_path / "r.jsonl"), "--ledger", str(led),
+    )  # fmt: skip
+    assert code == 0 and Accountant.load(led).spent == 1, err

@@ -411,7 +411,11 @@ def register(cli: click.Group) -> None:
         # every record is checked against the domain before the users' epsilon is charged: a
         # refusal after the charge would publish, outside the budget, that a record lies outside
         # the domain (and the message quotes such values)
-        proto.encode(records)
+        codes = proto.encode(records)
+        if hasattr(proto, "for_users"):
+            # grid methods (HDG, TDG) fix their granularities from the number of users when the
+            # client is made, and check -o g1= / g2= then: before the charge, not after it
+            proto = proto.for_users(max(1, int(codes.shape[0])))
         rng = seed_source(seed)
         model = _ldp_model(ledger)
         with open_ledger(ledger, model=model) as acct:
