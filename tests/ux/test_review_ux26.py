@@ -639,3 +639,32 @@ def test_ldp_perturb_checks_grid_options_before_charging(
         "-e", "1", "--out", str(tmp_path / "r.jsonl"), "--ledger", str(led),
     )  # fmt: skip
     assert code == 0 and Accountant.load(led).spent == 1, err
+
+
+# -- ldp perturb: an interrupted write left a truncated reports file --
+def test_ldp_perturb_never_leaves_a_truncated_reports_file(
+    tmp_path: Path, people: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Reports.save wrote the JSON lines in place: a write interrupted after 10 reports left
+    a file with a valid header and 10 of 300 reports, which `fugu ldp aggregate` accepts as a
+    smaller batch. An earlier reports file at the path is kept whole instead."""
+    import fugu.ldp.reports as reports_mod
+
+    out = tmp_path / "r.jsonl"
+    common = ["ldp", "perturb", "--data", str(people), "-a", "age:0..99", "-m", "grr", "-e", "1"]
+    assert run(capsys, *common, "--out", str(out))[0] == 0
+    before = out.read_bytes()
+    rows = reports_mod.Reports.rows
+
+    def interrupted(self: object) -> object:
+        for i, row in enumerate(rows(self)):  # type: ignore[arg-type]
+            if i == 10:
+                raise KeyboardInterrupt
+            yield row
+
+    monkeypatch.setattr(reports_mod.Reports, "rows", interrupted)
+    code, _, _ = run(capsys, *common, "--out", str(out))
+    assert code != 0
+    assert out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if ".part" in p.name] == []

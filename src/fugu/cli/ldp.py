@@ -119,6 +119,21 @@ def _check_reports_path(out: str, data: str | None, ledger: str | None = None) -
         )
 
 
+def _save_reports_atomically(reports: Any, out: Path) -> Path:
+    """``reports.save(out)`` through a temporary file in the same folder, renamed over ``out``
+    when complete: an interrupted write (Ctrl-C, a full disk) left a truncated reports file
+    that aggregate reads as a smaller batch, after the users' ε was charged."""
+    import os
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.part{out.suffix}")  # same suffix: format
+    try:
+        reports.save(tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
 def _is_reports_file(path: Path) -> bool:
     """A file written by :meth:`fugu.ldp.Reports.save` (its header on the first line of JSON
     lines, in the schema metadata of Parquet / Arrow)."""
@@ -422,7 +437,7 @@ def register(cli: click.Group) -> None:
             if acct is not None:  # fugu.ldp clients take no accountant: charged here, first
                 acct.spend(proto.epsilon, f"{proto.name} reports of {data}", model=model)
             reports = proto.client(rng).perturb(records)
-        path = reports.save(out)
+        path = _save_reports_atomically(reports, Path(out))
         click.echo(
             f"wrote {reports.n:,} {proto.name} reports (epsilon = {proto.epsilon:g}) to {path}"
         )
