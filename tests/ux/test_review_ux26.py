@@ -668,3 +668,20 @@ def test_ldp_perturb_never_leaves_a_truncated_reports_file(
     assert code != 0
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if ".part" in p.name] == []
+
+
+# -- fugu report: the releases table showed epsilon rounded to two decimals --
+def test_report_shows_each_release_epsilon_exactly(tmp_path: Path) -> None:
+    """A release at epsilon = 0.125 was listed as '0.12' (and 0.005 as '0.005' but 1.005 as
+    '1.00'): the table formatted epsilon like any float, to two decimals."""
+    import re
+
+    import fugu
+    from fugu.report.release_report import write_release_report
+
+    h = fugu.Histogram(np.arange(10), fugu.Domain([fugu.Ordinal("a", 0, 9)]))
+    rels = [(f"r{e}", fugu.central.laplace(h, e)) for e in (0.125, 1.005)]
+    page = write_release_report(rels, tmp_path / "r.html", n_queries=5).read_text()
+    rows = re.findall(r"<tr><td>r[\d.]+</td><td>cube</td><td>central-dp</td><td>laplace</td>"
+                      r"<td>([^<]*)</td>", page)  # fmt: skip
+    assert rows == ["0.125", "1.005"], rows

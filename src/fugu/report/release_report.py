@@ -105,7 +105,7 @@ def write_release_report(
                 rel.kind,
                 g.model,
                 g.mechanism,
-                g.epsilon,
+                f"{float(g.epsilon):g}",  # as a float cell it showed 0.125 as 0.12
                 g.neighbours,
                 "yes" if g.private else "NO (seeded)",
             ]
