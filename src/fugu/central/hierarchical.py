@@ -812,11 +812,11 @@ def _apply_total(
 ) -> NDArray[np.float64]:
     """The least-squares estimate of the real cells ``est`` (its padded cells summing to
     ``padded_sum``) under the exact constraints W (:class:`_TotalSystem`): it then sums to n."""
+    if system.gram is None:  # nothing padded: u is constant (complete trees)
+        return est + (n_total - float(est.sum())) / est.size
     u = np.ones(())
     for ui in system.us:
         u = np.multiply.outer(u, ui)
-    if system.gram is None:
-        return est + (n_total - float(est.sum())) * u / float(u.sum())
     resid = np.array([float(est.sum()) - n_total, padded_sum - n_total])
     coef = np.linalg.solve(system.gram, resid)
     return est - coef[0] * u - coef[1] * float(np.prod(system.cs))
@@ -832,9 +832,9 @@ def _variance(
     total_cells: str = "real",
 ) -> NDArray[np.float64]:
     """Var = C·Π f_i(q_i) − [public total] C·aᵀG⁻¹a, a = (Π q_iᵀu_i, Π c_i|q_i|) the query's
-    covariance with the constraints W of :class:`_TotalSystem` (one constraint, C·Π
-    (q_iᵀu_i)²/(1ᵀu_i), when nothing is padded); ``total_cells="padded"`` (releases saved
-    before review 24, whose total was spread over the padded cells): C·Π |q_i|²·f_i(all)/M_i²."""
+    covariance with the constraints W of :class:`_TotalSystem`; when nothing is padded (one
+    constraint) and for releases saved before review 24 (``total_cells="padded"``: the total
+    was spread over the padded cells), C·Π |q_i|²·f_i(all)/M_i²."""
     b = np.asarray(bounds, dtype=np.int64)
     f1 = np.full(b.shape[0], const)
     for ax, t in enumerate(trees):
@@ -843,24 +843,23 @@ def _variance(
     if not (total_known and consistent):
         return f1
     length = (b[:, :, 1] - b[:, :, 0]).astype(np.float64)
-    if total_cells == "padded":
+    if total_cells == "padded" or all(t.leaves == t.n for t in trees):
+        # one constraint on every (padded) cell; u_i = f_i(all)/M_i·1: the closed form
         f2 = np.full(b.shape[0], const)
         for ax, t in enumerate(trees):
             f2 *= length[:, ax] ** 2 * _axis_total(t, factors[ax])
         return np.maximum(f1 - f2, 0.0)
     system = _total_system(trees, factors)
+    assert system.gram is not None
     a0 = np.ones(b.shape[0])
     a1 = np.ones(b.shape[0])
     for ax, (u, c) in enumerate(zip(system.us, system.cs, strict=True)):
         cu = np.concatenate([[0.0], np.cumsum(u)])
         a0 *= cu[b[:, ax, 1]] - cu[b[:, ax, 0]]
         a1 *= c * length[:, ax]
-    if system.gram is None:
-        f2 = a0**2 / float(np.prod([u.sum() for u in system.us]))
-    else:
-        g = system.gram
-        det = g[0, 0] * g[1, 1] - g[0, 1] ** 2
-        f2 = (g[1, 1] * a0**2 - 2 * g[0, 1] * a0 * a1 + g[0, 0] * a1**2) / det
+    g = system.gram
+    det = g[0, 0] * g[1, 1] - g[0, 1] ** 2
+    f2 = (g[1, 1] * a0**2 - 2 * g[0, 1] * a0 * a1 + g[0, 0] * a1**2) / det
     out = np.maximum(f1 - const * f2, 0.0)
     sizes = np.asarray([t.n for t in trees], dtype=np.int64)
     out[np.all((b[:, :, 0] == 0) & (b[:, :, 1] == sizes), axis=1)] = 0.0  # the public total
