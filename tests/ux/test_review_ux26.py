@@ -685,3 +685,20 @@ def test_report_shows_each_release_epsilon_exactly(tmp_path: Path) -> None:
     rows = re.findall(r"<tr><td>r[\d.]+</td><td>cube</td><td>central-dp</td><td>laplace</td>"
                       r"<td>([^<]*)</td>", page)  # fmt: skip
     assert rows == ["0.125", "1.005"], rows
+
+
+# -- printed tables: a released count in the millions lost its digits --
+def test_printed_cells_keep_every_digit_of_large_counts() -> None:
+    """`fugu release` printed a (non-integer) released count of 1,234,567.89 as '1.23e+06'
+    (tables formatted floats of 1e6 or more with three significant digits): a census-sized
+    count lost four digits on screen."""
+    import fugu
+    from fugu.cli._common import table
+
+    assert "1,234,567.89" in table([["a", 1234567.891]], ["x", "noisy count"])
+    dom = fugu.Domain([fugu.Ordinal("a", 0, 3)])
+    rel = fugu.central.hierarchical(fugu.Histogram(np.full(4, 3_000_000), dom), 1.0)
+    from fugu.cli._common import cells_table
+
+    shown = cells_table(rel, 0, saved=True)
+    assert shown is not None and "e+06" not in shown and "3,0" in shown, shown

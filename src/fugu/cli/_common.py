@@ -528,8 +528,10 @@ def table(rows: list[list[Any]], header: list[str]) -> str:
 
 
 def _fmt(x: Any) -> str:
+    # every digit up to 2**53 (counts are at most that): '1.23e+06' hid four digits of a
+    # released count of 1,234,567.89
     if isinstance(x, float):
-        return f"{x:,.2f}" if abs(x) < 1e6 else f"{x:.3g}"
+        return f"{x:,.2f}" if abs(x) < 2.0**53 else f"{x:.6g}"
     return str(x)
 
 
