@@ -13,6 +13,12 @@ floating-point Laplace. Special case from the paper (§5): under a partition pol
 of the blocks (or of any coarser binning) has sensitivity 0 and is released *exactly*; the
 guarantee says so (block membership is public under such a policy).
 
+Range: answers are exact (int64 below 2^62, or on the noise grid below 2^53 of its steps). With a
+public n (no ⊥) a query whose answers ``n · max|W|`` could leave that range is refused before the
+charge; with ⊥ n is private and refusing on it would tell neighbours apart, so only a query one
+record overflows is refused and the exact answers are clamped to the range (1-Lipschitz: the
+sensitivity still holds; the bound is in the guarantee as ``answer_clamp``).
+
 Expected error: each output has variance ``2p/(1−p)²`` with ``p = e^{−ε/S}`` (≈ ``2S²/ε²``).
 
 >>> import fugu
@@ -164,9 +170,13 @@ def laplace(
     check_noise_epsilon(
         epsilon, [NoisePart("output", sens, 1.0, grid_m)], "Blowfish Laplace mechanism"
     )
-    w_int = _integer_matrix(q, w, hist) if integer and w is not None else None
+    # with ⊥ the number of records is private: refusing on it would tell neighbours apart (a
+    # record added at a ⊥ value crosses the bound), so the exact answers are clamped to the
+    # public range instead (1-Lipschitz: the sensitivity still bounds the change)
+    n_private = policy.has_bottom_edges()
+    w_int = _integer_matrix(q, w, hist, n_private) if integer and w is not None else None
     if w is not None and not integer and sens > 0:
-        _check_grid_range(w, sens, hist)
+        _check_grid_range(w, sens, hist, n_private)
     eps, source = start(
         epsilon,
         rng,
@@ -184,6 +194,10 @@ def laplace(
     }
     if sens == 0:
         params["exact"] = "sensitivity 0 under this policy: released without noise"
+    if n_private and w is not None:
+        params["answer_clamp"] = (
+            MAX_INTEGER_ANSWER - 1 if w_int is not None else _grid_clamp(sens, int(w.shape[0]))
+        )
     g = guarantee(
         model="blowfish",
         epsilon=eps,
@@ -205,7 +219,7 @@ def laplace(
     if w_int is not None:
         # integer queries are answered exactly in int64 (in float64 a sum above 2^53 is rounded,
         # and one move could change the rounded answer by more than the sensitivity)
-        exact_int = w_int @ hist.counts.reshape(-1).astype(np.int64)
+        exact_int = _integer_answers(w_int, hist.counts.reshape(-1).astype(np.int64))
         if sens == 0:
             return LinearRelease(hist.domain, g, exact_int.astype(np.float64), 0.0, labels)
         noisy = geometric_mechanism(exact_int, sens, eps, source)
@@ -221,7 +235,8 @@ def laplace(
     # [29724288040880.574, 29724288040882.582], 279 records, one move changed the grid value by
     # 1.49 times the effective sensitivity)
     gamma = float(grid_granularity(sens, max(1, int(w.shape[0]))))
-    exact = _exact_on_grid(w, counts, gamma)
+    cap = _grid_clamp(sens, int(w.shape[0])) if n_private else None
+    exact = _exact_on_grid(w, counts, gamma, cap)
     vals, info = grid_laplace(exact, sens, eps, source)
     # the noise is on the grid, with the sensitivity rounded up to it: say so (the guarantee
     # said 'discrete Laplace' of scale S/eps, as on the integer path)
@@ -256,12 +271,27 @@ def _exact_terms(w: NDArray[np.float64], counts: NDArray[np.int64]) -> list[tupl
 
 
 def _exact_on_grid(
-    w: NDArray[np.float64], counts: NDArray[np.int64], gamma: float
+    w: NDArray[np.float64], counts: NDArray[np.int64], gamma: float, cap: float | None = None
 ) -> NDArray[np.float64]:
     """The exact answers rounded (half to even) to multiples of the power of two ``gamma``, as
-    doubles (exact: the range check keeps them below 2^53 grid units)."""
+    doubles (exact: the range check keeps them below 2^53 grid units). ``cap`` (a multiple of
+    ``gamma`` below 2^53 of them; a private n, where nothing was checked): answers beyond
+    ``±cap`` are clamped to it, compared in exact integers (a double product could overflow).
+
+    >>> w = np.array([[1e300, 1.0]])
+    >>> _exact_on_grid(w, np.array([10**9, 3]), 1.0, cap=2.0**40).tolist()
+    [1099511627776.0]
+    """
     g = int(math.frexp(gamma)[1]) - 1  # gamma = 2^g
-    vals = [round_dyadic(total, e0, g) for total, e0 in _exact_terms(w, counts)]
+    vals = []
+    for total, e0 in _exact_terms(w, counts):
+        if cap is not None:
+            k = int(cap / gamma)  # exact: cap is k grid steps
+            over = abs(total) << (e0 - g) > k if e0 >= g else abs(total) > k << (g - e0)
+            if over:
+                vals.append(cap if total > 0 else -cap)
+                continue
+        vals.append(round_dyadic(total, e0, g))
     return np.asarray(vals, dtype=np.float64)
 
 
@@ -280,9 +310,12 @@ def _exact_doubles(w: NDArray[np.float64], counts: NDArray[np.int64]) -> NDArray
 MAX_INTEGER_ANSWER = 2**62
 
 
-def _integer_matrix(q: Any, w: NDArray[np.float64], hist: Histogram) -> NDArray[np.int64]:
+def _integer_matrix(
+    q: Any, w: NDArray[np.float64], hist: Histogram, n_private: bool = False
+) -> NDArray[np.int64]:
     """The exact int64 matrix of an integer-valued query, checked (before any budget is spent)
-    so that every answer ``W·h`` is exact in int64: ``n · max|W| < 2^62``.
+    so that every answer ``W·h`` is exact in int64: ``n · max|W| < 2^62``. With a private n
+    (a policy with ⊥) that check is skipped: :func:`_integer_answers` clamps instead.
 
     A :class:`SumQuery` is rebuilt from the attributes' integer values (``low + code``):
     :func:`query_matrix` holds them as float64, which rounds values above 2^53. The check uses
@@ -299,7 +332,7 @@ def _integer_matrix(q: Any, w: NDArray[np.float64], hist: Histogram) -> NDArray[
         w_int = w.astype(np.int64)
     n = int(hist.counts.sum())
     top = int(np.max(np.abs(w_int), initial=0))
-    if n * top >= MAX_INTEGER_ANSWER:
+    if n * top >= MAX_INTEGER_ANSWER and not n_private:
         raise InvalidParameterError(
             f"query: its answers could reach {top:g} per record, and fugu answers integer queries "
             f"exactly in int64 (|answer| < 2^62): this histogram has more than "
@@ -309,23 +342,56 @@ def _integer_matrix(q: Any, w: NDArray[np.float64], hist: Histogram) -> NDArray[
     return w_int
 
 
-def _check_grid_range(w: NDArray[np.float64], sens: float, hist: Histogram) -> None:
+def _integer_answers(w_int: NDArray[np.int64], counts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``W·h`` exactly, clamped to ``±(2^62 − 1)`` (reached only with a private n, where
+    :func:`_integer_matrix` does not refuse): int64 when ``n · max|W| < 2^62``, else Python
+    integers, so an answer that would overflow int64 is clamped, not wrapped around.
+
+    >>> w = np.array([[2**61, 1], [1, 1]], dtype=np.int64)
+    >>> _integer_answers(w, np.array([3, 1], dtype=np.int64)).tolist()
+    [4611686018427387903, 4]
+    """
+    n = int(counts.sum())
+    top = int(np.max(np.abs(w_int), initial=0))
+    if n * top < MAX_INTEGER_ANSWER:
+        return np.asarray(w_int @ counts, dtype=np.int64)
+    exact = w_int.astype(object) @ counts.astype(object)
+    cap = MAX_INTEGER_ANSWER - 1
+    return np.array([max(-cap, min(cap, int(v))) for v in exact], dtype=np.int64)
+
+
+def _grid_clamp(sens: float, m: int) -> float:
+    """The largest |answer| (a multiple of the grid step) the noise grid of a real-valued query
+    with ``m`` outputs holds exactly; with a private n the exact answers are clamped to it."""
+    gamma, limit = grid_capacity(sens, m, GRID_EXACT_UNITS)
+    return math.floor(limit / gamma) * gamma
+
+
+def _check_grid_range(
+    w: NDArray[np.float64], sens: float, hist: Histogram, n_private: bool = False
+) -> None:
     """Refuse, before any budget is spent, a real-valued query whose answers could leave the
     noise grid's exact range (:func:`fugu.noise.grid_laplace` accepts |value| <= 2^62 grid
     units and raised beyond, after the charge, on the data: one neighbour released, the other
     raised; fugu hands it answers rounded exactly to the grid, exact doubles up to 2^53 units).
     ``|answer_i| <= n · max_x |W[i, x]|`` and the grid depends only on (sensitivity, m), so the
-    check uses only the number of records, as Privelet's does."""
+    check uses only the number of records, as Privelet's does. With a private n (a policy with
+    ⊥) it uses one record only, which is public: more records are clamped to the range instead
+    (:func:`_exact_on_grid`)."""
     # the answers are rounded exactly onto the grid: exact doubles below 2^53 grid units
     gamma, limit = grid_capacity(sens, int(w.shape[0]), GRID_EXACT_UNITS)
-    n = float(hist.counts.sum())
+    n = 1.0 if n_private else float(hist.counts.sum())
     top = float(np.max(np.abs(w), initial=0.0))
     if n * top > limit:
         raise InvalidParameterError(
             f"query: its answers could reach {top:g} per record, and the noise grid for this "
-            f"query ({gamma:g}, sensitivity {sens:g}) holds answers up to {limit:.6g}: this "
-            f"histogram has more than {limit / top:.6g} records; shift or rescale the query "
-            f"(e.g. subtract a public offset) before releasing it"
+            f"query ({gamma:g}, sensitivity {sens:g}) holds answers up to {limit:.6g}: "
+            + (
+                "one record's answer is already beyond it"
+                if n_private
+                else f"this histogram has more than {limit / top:.6g} records"
+            )
+            + "; shift or rescale the query (e.g. subtract a public offset) before releasing it"
         )
 
 
