@@ -702,3 +702,21 @@ def test_printed_cells_keep_every_digit_of_large_counts() -> None:
 
     shown = cells_table(rel, 0, saved=True)
     assert shown is not None and "e+06" not in shown and "3,0" in shown, shown
+
+
+# -- fugu demo --report: a path it cannot write is refused before the run, not after --
+@pytest.mark.parametrize("where", ["missing/r.html", "data.csv"])
+def test_demo_checks_its_report_path_first(
+    tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """`fugu demo --report /nonexist/r.html` (or a data file's path) ran every model (minutes
+    without --quick) and then failed when saving the report."""
+    import fugu.demo
+
+    (tmp_path / "data.csv").write_text("age\n1\n")
+    ran: list[bool] = []
+    monkeypatch.setattr(fugu.demo, "run_demo", lambda **kw: ran.append(True))
+    code, _, err = run(capsys, "demo", "-m", "graph", "--report", str(tmp_path / where))
+    assert code == 2 and not ran, err
+    assert (tmp_path / "data.csv").read_text() == "age\n1\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -207,6 +208,11 @@ def demo_cmd(
             {"attributes": "--attributes", "n_queries": "--queries"},
             "without 'central' in --models (they shape the central-DP cube)",
         )
+    if not no_report:  # checked before the run (minutes), not when the report is saved
+        from ..report import _refuse_other_file
+
+        refuse_overwriting(report_path, "--report", [])
+        _refuse_other_file(Path(report_path))
     if seed is not None:
         click.echo(f"warning: --seed {seed} makes the run reproducible and NOT private", err=True)
     result = run_demo(
