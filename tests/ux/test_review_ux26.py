@@ -720,3 +720,19 @@ def test_demo_checks_its_report_path_first(
     code, _, err = run(capsys, "demo", "-m", "graph", "--report", str(tmp_path / where))
     assert code == 2 and not ran, err
     assert (tmp_path / "data.csv").read_text() == "age\n1\n"
+
+
+@pytest.mark.parametrize("where", ["missing/r.html", "data.csv"])
+def test_ldp_simulate_checks_its_report_path_first(
+    tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """`fugu ldp simulate --report /nonexist/r.html` ran every method first and failed saving."""
+    import fugu.datasets
+
+    (tmp_path / "data.csv").write_text("age\n1\n")
+    ran: list[bool] = []
+    monkeypatch.setattr(fugu.datasets, "correlated_gaussian", lambda *a, **k: ran.append(True))
+    code, _, err = run(capsys, "ldp", "simulate", "-m", "uni", "--report", str(tmp_path / where))
+    assert code == 2 and not ran, err
+    assert (tmp_path / "data.csv").read_text() == "age\n1\n"

@@ -308,6 +308,11 @@ def register(cli: click.Group) -> None:
         if not report_path:
             refuse_unused(ctx, {"report_epsilons": "--report-epsilons"}, "without --report")
         eps_list = _report_epsilons(report_epsilons) if report_path else []
+        if report_path:  # checked before the comparison runs, not when the report is saved
+            from ..report import _refuse_other_file
+
+            refuse_overwriting(report_path, "--report", [("the data file (--data)", data)])
+            _refuse_other_file(Path(report_path))
         names = [m.strip() for m in method.split(",") if m.strip()]
         options, given = _parse_options_given(extra)
         for name in names:
