@@ -736,3 +736,15 @@ def test_ldp_simulate_checks_its_report_path_first(
     code, _, err = run(capsys, "ldp", "simulate", "-m", "uni", "--report", str(tmp_path / where))
     assert code == 2 and not ran, err
     assert (tmp_path / "data.csv").read_text() == "age\n1\n"
+
+
+def test_ldp_perturb_with_seed_says_not_private_on_stdout(
+    tmp_path: Path, people: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fugu ldp perturb --seed 4` printed 'wrote 300 grr reports (epsilon = 1) to r.jsonl' on
+    stdout like a private run (the warning went to stderr only; the file's header says so)."""
+    common = ["ldp", "perturb", "--data", str(people), "-a", "age:0..99", "-m", "grr", "-e", "1"]
+    code, out, err = run(capsys, *common, "--out", str(tmp_path / "a.jsonl"), "--seed", "4")
+    assert code == 0 and "NOT PRIVATE" in out, (out, err)
+    code, out, err = run(capsys, *common, "--out", str(tmp_path / "b.jsonl"))
+    assert code == 0 and "NOT PRIVATE" not in out, (out, err)

@@ -445,6 +445,7 @@ def register(cli: click.Group) -> None:
         path = _save_reports_atomically(reports, Path(out))
         click.echo(
             f"wrote {reports.n:,} {proto.name} reports (epsilon = {proto.epsilon:g}) to {path}"
+            + ("" if reports.private else "; NOT PRIVATE (--seed): do not send or publish them")
         )
         if ledger:
             click.echo(ledger_line(ledger))
