@@ -292,3 +292,25 @@ def test_cli_hat_tree_with_a_fanout_releases_the_hat_tree() -> None:
     assert rel.kind == "hat-tree"
     assert rel.guarantee.parameters["fanout"] == 16
     assert rel.guarantee.parameters["strategy"]["used"] == "hats"
+
+
+# == 7. isotonic fit: bad bounds and weights are refused =====================================
+def test_isotonic_refuses_nan_bounds_bad_weights_and_totals() -> None:
+    """isotonic_regression([1, 3, 2], lower=nan) (or upper=nan, or monotone_cumulative with
+    total=nan) returned all NaN without a word; weights of the wrong length raised numpy's
+    broadcasting ValueError; monotone_cumulative(total=-3) said "lower=0.0 > upper=-3.0"."""
+    iso = importlib.import_module("fugu.inference.isotonic")
+    bad = fugu.errors.InvalidParameterError
+    with pytest.raises(bad, match="lower must be a number"):
+        iso.isotonic_regression([1.0, 3.0, 2.0], lower=float("nan"))
+    with pytest.raises(bad, match="upper must be a number"):
+        iso.isotonic_regression([1.0, 3.0, 2.0], upper=float("nan"))
+    with pytest.raises(bad, match="weights need one value per value of y"):
+        iso.isotonic_regression([1.0, 3.0, 2.0], weights=[1.0, 2.0])
+    for total in (float("nan"), -3.0):
+        with pytest.raises(bad, match="total must be the public number of records"):
+            iso.monotone_cumulative([1.0, 3.0, 2.0, 5.0], total=total)
+    # still fine: scalar weights, infinite bounds, a total
+    assert iso.isotonic_regression([3.0, 1.0], weights=2.0).tolist() == [2.0, 2.0]
+    assert iso.isotonic_regression([3.0, 1.0], upper=float("inf")).tolist() == [2.0, 2.0]
+    assert iso.monotone_cumulative([1.0, 3.0, 2.0, 5.0], total=4).tolist() == [1.0, 2.5, 2.5, 4.0]

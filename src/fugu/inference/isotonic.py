@@ -28,6 +28,8 @@ flat runs), so fugu applies it only when asked and records it in the guarantee.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -66,9 +68,21 @@ def isotonic_regression(
         return arr.copy()
     w = None
     if weights is not None:
-        w = np.broadcast_to(np.asarray(weights, dtype=np.float64), arr.shape)
+        wa = np.asarray(weights, dtype=np.float64)
+        if wa.ndim > 1 or wa.size not in (1, arr.size):
+            raise InvalidParameterError(
+                f"isotonic_regression: weights need one value per value of y ({arr.size}) or "
+                f"one for all, got shape {wa.shape}"
+            )
+        w = np.broadcast_to(wa.reshape(-1) if wa.ndim else wa, arr.shape)
         if np.any(~np.isfinite(w)) or np.any(w <= 0):
             raise InvalidParameterError("isotonic_regression: weights must be finite and > 0")
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if bound is not None and not float(bound) == float(bound):  # NaN clipped everything
+            raise InvalidParameterError(
+                f"isotonic_regression: {name} must be a number (a public bound) or None, got "
+                f"{bound!r}"
+            )
     if lower is not None and upper is not None and lower > upper:
         raise InvalidParameterError(f"lower={lower} > upper={upper}")
     from scipy.optimize import isotonic_regression as _pava
@@ -107,6 +121,11 @@ def monotone_cumulative(
     ``nonnegative`` enforces ``c_1 >= 0`` (so every implied cell count is >= 0).
     """
     arr = np.asarray(c, dtype=np.float64)
+    if total is not None and not (math.isfinite(float(total)) and float(total) >= 0):
+        raise InvalidParameterError(
+            f"monotone_cumulative: total must be the public number of records (finite, >= 0), "
+            f"got {total!r}"
+        )
     if total is not None:
         fit = isotonic_regression(arr[:-1], lower=0.0 if nonnegative else None, upper=float(total))
         return np.concatenate([fit, [float(total)]])
