@@ -426,8 +426,8 @@ def _blowfish(
             "model": "blowfish",
             "title": f"Blowfish k-means: {len(X):,} generated geo points on a 400 x 300 grid, "
             f"k = {k}, "
-            f"epsilon = {epsilon:g}, {reps} runs (objective / non-private objective; 1 is "
-            "perfect)",
+            f"epsilon = {epsilon:g}, {reps} run{'s' if reps != 1 else ''} "
+            "(objective / non-private objective; 1 is perfect)",
             "header": ["privacy", "median ratio", "best", "worst", "S(q_size)", "S(q_sum)"],
             "rows": rows,
             "note": "Blowfish protects the policy's secret pairs only. Partition: sizes are exact "

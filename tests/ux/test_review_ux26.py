@@ -748,3 +748,12 @@ def test_ldp_perturb_with_seed_says_not_private_on_stdout(
     assert code == 0 and "NOT PRIVATE" in out, (out, err)
     code, out, err = run(capsys, *common, "--out", str(tmp_path / "b.jsonl"))
     assert code == 0 and "NOT PRIVATE" not in out, (out, err)
+
+
+def test_demo_blowfish_title_counts_runs_in_english() -> None:
+    """`fugu demo --quick` titled the k-means table '... epsilon = 1, 1 runs (objective ...'."""
+    from fugu.demo import run_demo
+
+    res = run_demo(models=["blowfish"], quick=True, seed=1, report_path=None, progress=False)
+    title = next(s["title"] for s in res.sections if s["model"] == "blowfish")
+    assert "1 run (" in title, title
