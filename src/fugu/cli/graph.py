@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -63,6 +66,19 @@ def _public_nodes(G: Any, nodes: int) -> Any:
     extra = nodes - G.number_of_nodes()
     G.add_nodes_from(("isolated", i) for i in range(extra))
     return G
+
+
+@contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Each warning raised inside (say, an empty edge list, read and released rather than
+    refused) is printed as one ``warning: ...`` line on stderr: information for the operator,
+    never part of the release."""
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield
+        finally:
+            for w in caught:
+                click.echo(f"warning: {w.message}", err=True)
 
 
 def _nonnegative(rel: Any) -> Any:
@@ -257,7 +273,8 @@ def register(cli: click.Group) -> None:
                 f"privacy takes as public; an edge list names only the nodes that have edges, so "
                 f"give the public node count with --nodes N"
             )
-        G = _load(edges, graph_name, drop_self_loops)
+        with _warnings_as_lines():  # an empty edge list is read, with a warning
+            G = _load(edges, graph_name, drop_self_loops)
         if needs_n:
             assert n_nodes is not None
             G = _public_nodes(G, n_nodes)
@@ -269,7 +286,7 @@ def register(cli: click.Group) -> None:
                 f"enumerating {pattern} occurrences, then solving linear programs ...", err=True
             )
         model = f"{unit}-dp"
-        with open_ledger(ledger, model=model) as acct:
+        with _warnings_as_lines(), open_ledger(ledger, model=model) as acct:
             if mechanism == "smooth":
                 rel = smooth_triangle_count(G, epsilon, rng=rng, accountant=acct)
             elif mechanism == "karwa":

@@ -32,7 +32,13 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, discrete_laplace_variance, geometric_mechanism
-from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
+from .count_release import (
+    GRAPH_NEIGHBOURS,
+    CountRelease,
+    nonnegative_release,
+    pattern_name,
+    warn_if_empty_graph,
+)
 from .patterns import (
     _normalise,
     check_graph,
@@ -196,6 +202,7 @@ def laplace_count(
     # node's "predicate" failing on some node's attributes) depends on the graph and must
     # spend nothing, as in fugu.graph.count.
     true = len(enumerate_pattern(G, pattern, k))
+    warn_if_empty_graph(G, unit)  # released like its neighbours (count 0 plus the noise)
     eps, source = start(eps, rng, accountant, f"laplace baseline: {name} count", model=model)
     if unit == "node":
         dmax = max((deg for _, deg in G.degree), default=0)

@@ -7,6 +7,10 @@ The Recursive Mechanism (:mod:`fugu.graph.recursive`) and the baselines
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +20,14 @@ from ..errors import InvalidParameterError, InvalidTypeError
 from ..release import Guarantee, Release
 from ..release_state import Array, Meta
 
-__all__ = ["CountRelease", "nonnegative_release", "pattern_name", "GRAPH_NEIGHBOURS"]
+__all__ = [
+    "CountRelease",
+    "nonnegative_release",
+    "pattern_name",
+    "warn_empty",
+    "warn_if_empty_graph",
+    "GRAPH_NEIGHBOURS",
+]
 
 #: The neighbour relation of each graph privacy model, as the guarantees state it.
 GRAPH_NEIGHBOURS = {
@@ -125,3 +136,46 @@ def pattern_name(pattern: Any, k: int | None) -> str:
     if name in ("path", "cycle"):
         return f"{name} of length {kk}"
     return name
+
+
+#: fugu's own source directory, as in code objects' file names (warnings skip its frames)
+_FUGU_DIR = str(Path(__file__).parents[1]) + os.sep
+
+
+def warn_empty(
+    what: str,
+    neighbour: str,
+    *,
+    handled: str = "released like any other input",
+    result: str = "the release is the mechanism's answer on empty data (0) plus its noise",
+) -> None:
+    """Tell the curator (a ``UserWarning``, never part of a release) that ``what`` is empty.
+
+    An empty input is handled like any other: ``neighbour`` is a neighbouring input that is
+    released, so refusing the empty one would tell the two apart with probability 1 (ε = ∞ on
+    that pair). The warning points at the first caller outside fugu.
+    """
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_FUGU_DIR):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(
+        f"{what}: {handled}, not refused. Its neighbour {neighbour} is released, so refusing "
+        f"this input would reveal with certainty that it is empty (epsilon = infinity on that "
+        f"pair); {result}. (This warning is for the curator, not part of any release.)",
+        UserWarning,
+        stacklevel=level,
+    )
+
+
+def warn_if_empty_graph(G: Any, unit: str) -> None:
+    """:func:`warn_empty` for a graph with no participants: no nodes (node DP), no edges (edge DP).
+
+    Called by every graph mechanism after its public checks, so that an empty graph is released
+    like its neighbours (a one-node graph under node DP, a one-edge graph under edge DP).
+    """
+    if unit == "node" and G.number_of_nodes() == 0:
+        warn_empty("the graph has no nodes (node privacy)", "(one node more)")
+    elif unit == "edge" and G.number_of_edges() == 0:
+        warn_empty(
+            "the graph has no edges (edge privacy)", "(one edge more, on the same public nodes)"
+        )

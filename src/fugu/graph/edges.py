@@ -11,6 +11,11 @@ spellings are never one node (``01``, ``+1``, ``1_0`` and ``1`` are four nodes).
 would make the graph depend on the other lines of the file — one non-numeric id elsewhere kept
 them apart — so two neighbouring files would not give neighbouring graphs.
 
+A well-formed file with no edge lines (empty, or comments only; or only self-loops, dropped) is
+data, not an error: it is read as the empty graph, with a ``UserWarning`` to the curator. Under
+edge privacy it is the neighbour of a one-edge list and under node privacy of a one-node graph;
+refusing it while releasing on those would tell them apart with certainty.
+
 The node set is the set of ids that occur in some edge: it depends on the edges. Under edge
 privacy the node set is public (the edge-DP baselines use its size n), so add the public node set
 to the graph (``G.add_nodes_from(...)``; the CLI's ``--nodes N``) before releasing.
@@ -30,7 +35,8 @@ from typing import IO
 import networkx as nx
 import numpy as np
 
-from ..errors import EmptyDataError, InvalidParameterError
+from ..errors import InvalidParameterError
+from .count_release import warn_empty
 
 __all__ = ["read_edge_list"]
 
@@ -52,6 +58,12 @@ def read_edge_list(
     delimiter : None splits on any whitespace; with a delimiter, whitespace around each id
         is dropped and an empty id is refused
     self_loops : "error" (default) or "drop"
+
+    Returns
+    -------
+    networkx.Graph
+        The graph of the edges; a file without edge lines gives the empty graph (no nodes),
+        with a ``UserWarning`` (it is data like any other: see the module docstring).
 
     Examples
     --------
@@ -97,8 +109,9 @@ def read_edge_list(
         raise InvalidParameterError(
             f"cannot read the edge list {str(p)!r}: {exc.strerror or exc}"
         ) from None
-    if raw.shape[0] == 0:
-        raise EmptyDataError(f"edge list {str(p)!r} has no edges")
+    # A file with no edge lines is an empty edge set (data, not an error): raw is (0, 2) and
+    # the steps below give the empty graph, warned about at the end.
+    raw = raw.reshape(-1, 2)
     if delimiter is not None:
         # ids are the fields without surrounding whitespace ('1, 2' is the edge 1-2); an empty
         # field ('3,' or '3<TAB><TAB>4') is no id: it would make one node '' of every such line
@@ -125,6 +138,14 @@ def read_edge_list(
         ids = ids[~loops]
     G = nx.Graph()
     G.add_edges_from(ids.tolist())
+    if G.number_of_edges() == 0:
+        warn_empty(
+            f"edge list {str(p)!r} has no edges",
+            "(one edge more under edge privacy, one node more under node privacy)",
+            handled="read as the empty graph (no nodes)",
+            result="a count on it releases 0 plus the mechanism's noise (under edge privacy, "
+            "add the public node set to the graph; CLI: --nodes N)",
+        )
     return G
 
 

@@ -70,7 +70,12 @@ from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace, grid_power_tail
 from .baselines import global_sensitivity
-from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release
+from .count_release import (
+    GRAPH_NEIGHBOURS,
+    CountRelease,
+    nonnegative_release,
+    warn_if_empty_graph,
+)
 from .patterns import _normalise, check_graph
 from .smooth import check_beta, check_scale_range, power_tail_parameters, smooth_max
 
@@ -434,6 +439,7 @@ def _kstar_release(
         )
     gs = float(global_sensitivity("k-star", "edge", n=n, k=k))
     check_scale_range(gs / alpha, float(epsilon), f"the {k}-star count")
+    warn_if_empty_graph(G, "edge")  # released like its neighbours (count 0 plus noise)
     eps, source = start(
         epsilon, rng, accountant, f"karwa: {k}-star count (ε-edge DP)", model="edge-dp"
     )
@@ -490,6 +496,7 @@ def _ktriangle_release(
     alpha, beta, sigma_min, loss = ktriangle_parameters(epsilon, delta, n, k)
     gs = float(global_sensitivity("k-triangle", "edge", n=n, k=k))
     check_scale_range(gs / alpha * (1 + 2.0**-30), float(epsilon), f"the {k}-triangle count")
+    warn_if_empty_graph(G, "edge")  # released like its neighbours (count 0 plus noise)
     eps, source = start(
         epsilon,
         rng,

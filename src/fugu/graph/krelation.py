@@ -128,7 +128,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import check_column_lengths
-from ..errors import EmptyDataError, InvalidParameterError, InvalidTypeError
+from ..errors import InvalidParameterError, InvalidTypeError
 
 __all__ = ["KRelation", "Annotations", "minimal_dnf", "MAX_CLAUSES", "FORMS"]
 
@@ -829,11 +829,6 @@ def _clause_key(c: frozenset[Hashable]) -> tuple[int, str]:
 def _require(other: Any) -> None:
     if not isinstance(other, KRelation):
         raise InvalidTypeError(f"expected a KRelation, got {type(other).__name__}")
-
-
-def require_nonempty(ann: Annotations) -> None:
-    if ann.n_tuples == 0:
-        raise EmptyDataError("the relation is empty: nothing to count")
 
 
 # -- general positive formulas (polynomial size) -------------------------------------------------

@@ -38,6 +38,12 @@ the values entering X are certified to within τ = ``tolerance · Δ̂`` by a pr
 dual bound, and Z has scale (Δ̂ + 2τ)/ε2, so ``|X̃(D1) − X̃(D2)| ≤ Δ̂ + 2τ`` still holds. The choice
 of j in step 1 uses solver values of G; near-ties there are a residual risk the paper does not
 cover (documented, not fixed).
+
+Empty inputs (a graph with no nodes under node privacy or no edges under edge privacy, a relation
+with no tuples, a query with no participants) are released like any other: |P| = 0, so j = 0,
+X = 0, and Δ̂ and Z are drawn as always. Each is a neighbour of an input that is released (one
+node, edge or tuple more), so refusing it would tell the two apart with probability 1; the
+curator gets a ``UserWarning`` (never part of the release).
 """
 
 from __future__ import annotations
@@ -58,7 +64,14 @@ from ..errors import InvalidParameterError, InvalidTypeError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import RandomSource, discrete_laplace, grid_scale
 from ..release import Guarantee
-from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release, pattern_name
+from .count_release import (
+    GRAPH_NEIGHBOURS,
+    CountRelease,
+    nonnegative_release,
+    pattern_name,
+    warn_empty,
+    warn_if_empty_graph,
+)
 from .krelation import Annotations, Formulas, KRelation
 from .lp import G_FACTOR, LPModel, check_g_factor, check_solver
 
@@ -607,6 +620,8 @@ def answer(
             "queries). Pass split_signed=True to answer the positive and negative parts as two "
             "releases that share epsilon"
         )
+    if len(krelation) == 0:  # released like its neighbours: X = 0 plus the noise
+        warn_empty("the relation has no tuples", "(one tuple more, owned by one participant)")
     eps_total, source = start(
         eps, rng, accountant, f"recursive mechanism: {label}", model="participant-dp"
     )
@@ -828,6 +843,8 @@ def general_recursive(
             "always made; leave check_monotone at its default True"
         )
     _check_monotone(q, n)
+    if n == 0:  # released like its neighbours: H = (0), X = 0 plus the noise
+        warn_empty("the query has no participants", "(one participant more)")
     _, source = start(
         params.epsilon, rng, accountant, "general recursive mechanism", model=model_name
     )
@@ -1111,6 +1128,7 @@ def count(
         induced=induced,
     )
     ann = rel.compile()
+    warn_if_empty_graph(G, unit)  # released like its neighbours: X = 0 plus the noise
     _, source = start(
         params.epsilon, rng, accountant, f"recursive mechanism: {name} count", model=model
     )

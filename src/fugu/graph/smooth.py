@@ -64,7 +64,12 @@ from ..budget import Accountant
 from ..errors import InvalidParameterError, check_epsilon
 from ..mechanism import guarantee, start
 from ..noise import MAX_SCALE, RandomSource, _check_power, grid_power_tail
-from .count_release import GRAPH_NEIGHBOURS, CountRelease, nonnegative_release
+from .count_release import (
+    GRAPH_NEIGHBOURS,
+    CountRelease,
+    nonnegative_release,
+    warn_if_empty_graph,
+)
 from .patterns import check_graph
 
 __all__ = [
@@ -313,6 +318,7 @@ def smooth_triangle_count(
     if n < 3:
         raise InvalidParameterError(f"G has {n} node(s); a triangle count needs at least 3 nodes")
     check_scale_range((n - 2) / alpha, float(epsilon), "the smooth-sensitivity triangle count")
+    warn_if_empty_graph(G, "edge")  # released like its neighbours (count 0 plus the noise)
     eps, source = start(
         epsilon, rng, accountant, "smooth sensitivity: triangle count", model="edge-dp"
     )
