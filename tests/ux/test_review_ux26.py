@@ -1,6 +1,17 @@
 """Review 26: the command line, its reports and the top-level docs, from a user's side.
 
-Each test failed before its fix (see the commit that added it).
+Each test failed before its fix (see the commit that added it). Budget: a grid method's bad
+-o g1= found after `ldp perturb` charged; `ldp aggregate` of a release without cells (HDG, TDG,
+HIO, ...) and `--json` over 1,000,000 cells charged and threw the release away; --attributes
+with --domain silently released another domain. Silently wrong output: `report --data` that
+could not be used, `--queries 0`, -o options missing from `ldp simulate --report`, demo options
+ignored, `--data` with `--sql`, `--progress` where no bar is shown, 1-D report figures with
+binning spikes on a code axis, heatmap stripes from unequal blocks, epsilon rounded in the
+releases table, large counts printed as 1.23e+06, an existing non-release file overwritten by
+--out, a truncated reports file after an interrupted perturb. NOT PRIVATE marks on `fugu
+query` answers and on `ldp perturb --seed`. Errors: tracebacks (memory, Spark), Python
+spellings (epsilon=, total=), report paths checked only after the run. Docs: security.md's
+--seed list, the LDP tutorial's TDG error, cli.md's --epsilon row.
 """
 
 from __future__ import annotations
