@@ -226,3 +226,18 @@ def test_empty_inputs_are_released_with_a_warning_to_the_curator(case: str) -> N
     assert math.isfinite(other.value)
     assert other.guarantee.mechanism == rel.guarantee.mechanism  # the same code path
     assert other.guarantee.parameters.keys() == rel.guarantee.parameters.keys()
+
+
+@pytest.mark.parametrize("case", ["count node", "count edge", "answer", "general"])
+def test_the_warning_is_never_a_refusal_even_as_an_error(case: str) -> None:
+    """With warnings turned into errors (python -W error), the empty input's UserWarning was
+    raised: the empty input refused, its neighbour released, the leak again. It is shown
+    instead (warnings.showwarning, pointing at this file) and the release is made."""
+    empty, neighbour, release = CASES[case]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error")
+        rel = release(empty, fugu.RandomSource(seed=2))
+        other = release(neighbour, fugu.RandomSource(seed=2))
+    assert math.isfinite(rel.value) and math.isfinite(other.value)
+    ours = [w for w in caught if NOT_REFUSED in str(w.message)]
+    assert len(ours) == 1 and ours[0].category is UserWarning and ours[0].filename == __file__

@@ -153,18 +153,23 @@ def warn_empty(
 
     An empty input is handled like any other: ``neighbour`` is a neighbouring input that is
     released, so refusing the empty one would tell the two apart with probability 1 (ε = ∞ on
-    that pair). The warning points at the first caller outside fugu.
+    that pair). The warning points at the first caller outside fugu. It is never raised: with
+    warnings turned into errors (``python -W error``, ``simplefilter("error")``) raising it
+    would refuse the empty input again, so it is shown instead (``warnings.showwarning``).
     """
     level, frame = 1, sys._getframe(0)
     while frame is not None and frame.f_code.co_filename.startswith(_FUGU_DIR):
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    warnings.warn(
+    message = (
         f"{what}: {handled}, not refused. Its neighbour {neighbour} is released, so refusing "
         f"this input would reveal with certainty that it is empty (epsilon = infinity on that "
-        f"pair); {result}. (This warning is for the curator, not part of any release.)",
-        UserWarning,
-        stacklevel=level,
+        f"pair); {result}. (This warning is for the curator, not part of any release.)"
     )
+    try:
+        warnings.warn(message, UserWarning, stacklevel=level)
+    except UserWarning as exc:  # an "error" filter: show it, never refuse on it
+        where = ("<unknown>", 0) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+        warnings.showwarning(exc, UserWarning, *where)
 
 
 def warn_if_empty_graph(G: Any, unit: str) -> None:
