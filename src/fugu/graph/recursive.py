@@ -769,7 +769,10 @@ def general_recursive(
 
     Works for any *monotone* query q over subsets of participants (q(∅) = 0, withdrawals never
     raise the answer): H_i and G_i are minima over all ancestors of size i (eqs. 13-15), G is a
-    1-bounding sequence, error ≈ Õ(GS~/ε). Costs 2^|P| evaluations of q (|P| ≤ 20).
+    1-bounding sequence, error ≈ Õ(GS~/ε). Costs 2^|P| evaluations of q (|P| ≤ 20). The bound is
+    checked on the data: 21 participants are refused (uncharged) while their 20-participant
+    neighbour is released, which tells the two apart; use it only where |P| ≤ 20 is public.
+    No participants at all is released (X = 0 plus the noise), with a ``UserWarning``.
 
     Parameters
     ----------
