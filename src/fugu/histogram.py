@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .domain import Domain, OutOfDomainPolicy
 from .engines import bincount_chunked, check_engine, columns_of
+from .engines.partial_core import warn_no_rows
 from .errors import InvalidParameterError, InvalidTypeError
 
 __all__ = ["Histogram", "MAX_COUNT"]
@@ -104,6 +105,10 @@ class Histogram:
         ``out_of_domain``: ``"error"`` (default) refuses values outside the domain with a count
         and examples; ``"clip"`` moves ordinal values to the nearest end; ``"drop"`` leaves such
         rows out. The choice (never the number of rows affected) is recorded in the release.
+
+        Records of zero rows give all-zero counts and a :class:`UserWarning`, never an error:
+        where the number of records is private (add/remove neighbours, a Blowfish policy with
+        ⊥), the empty input and one record are neighbours, and refusing one would reveal it.
         """
         check_engine(engine)
         if engine == "spark" or type(data).__module__.startswith("pyspark"):
@@ -137,6 +142,8 @@ class Histogram:
         cols = columns_of(data, domain.names)
         flat = domain.encode(cols, out_of_domain)
         counts = bincount_chunked(flat, domain.size)
+        if cols and all(len(v) == 0 for v in cols.values()):
+            warn_no_rows("the records")
         return cls(  # in-memory records are counted by numpy whatever engine= names
             counts.reshape(domain.shape),
             domain,
@@ -160,6 +167,11 @@ class Histogram:
         and ``sql``, ``"numpy"`` (streamed pyarrow reader) for CSV.
         A ``WHERE`` in ``sql`` is a *public* filter: which rows are counted must not itself be
         secret (it is part of the release's definition).
+
+        An input of zero rows (a CSV with only its header, a Parquet file or a query with no
+        rows) gives all-zero counts and a :class:`UserWarning`, never an error: the number of
+        rows a query returns is private, and refusing zero would reveal it. A file with no
+        header (no columns) is still refused.
         """
         if engine is None:
             from .engines import default_file_engine

@@ -238,9 +238,12 @@ def test_missing_values_wrong_types_missing_column_empty(tmp_path: Path) -> None
     pq.write_table(pa.table({"x": DATA["x"], "y": DATA["y"]}), tmp_path / "two.parquet")
     with pytest.raises(fugu.DomainError, match="'z'"):
         est.fit(tmp_path / "two.parquet", engine="duckdb")
+    # zero points are counted, not refused (with ⊥ n is private); here n is public (no policy)
+    # and n = 0 < k is refused as any k > n, before the charge
     pq.write_table(pa.table({a: v[:0] for a, v in X_TABLE.items()}), tmp_path / "empty.parquet")
-    with pytest.raises(fugu.EmptyDataError, match="no points"):
-        est.fit(tmp_path / "empty.parquet")
+    with pytest.warns(UserWarning, match="no rows"):
+        with pytest.raises(fugu.InvalidParameterError, match="n_clusters=4 exceeds .* n=0"):
+            est.fit(tmp_path / "empty.parquet")
     pq.write_table(pa.table({a: v[:3] for a, v in X_TABLE.items()}), tmp_path / "three.parquet")
     with pytest.raises(fugu.InvalidParameterError, match="n_clusters=4 exceeds .* n=3"):
         est.fit(tmp_path / "three.parquet")

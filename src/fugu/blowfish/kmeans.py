@@ -106,7 +106,6 @@ from ..budget import Accountant
 from ..domain import Domain, check_column_lengths
 from ..errors import (
     DomainError,
-    EmptyDataError,
     InvalidParameterError,
     InvalidTypeError,
     PolicyError,
@@ -318,13 +317,14 @@ def _input_kind(X: Any, engine_options: Mapping[str, Any]) -> str:
 def partial_sums_checked(
     data: Any, fn: Any, grid: KMeansGrid, engine: str, engine_options: Mapping[str, Any]
 ) -> Any:
-    """:func:`fugu.engines.partial_sums` over the domain's columns (empty input: a clear error)."""
+    """:func:`fugu.engines.partial_sums` over the domain's columns.
+
+    No points give zero sums (with a warning to the curator), never an error: where n is
+    private (⊥ in the policy, SQL rows), refusing zero points would reveal n = 0.
+    """
     from ..engines import partial_sums
 
-    try:
-        return partial_sums(data, fn, columns=list(grid.names), engine=engine, **engine_options)
-    except EmptyDataError:
-        raise EmptyDataError("X has no points; k-means needs at least n_clusters points") from None
+    return partial_sums(data, fn, columns=list(grid.names), engine=engine, **engine_options)
 
 
 class KMeans:
@@ -548,8 +548,9 @@ class KMeans:
                 f"X has {arr.shape[1]} columns but the domain (policy) has {grid.dim} attributes "
                 f"{list(grid.names)}; pass the matching columns or fix the domain"
             )
-        if arr.shape[0] == 0:
-            raise EmptyDataError("X has no points; k-means needs at least n_clusters points")
+        # zero points are not refused: with ⊥ in the policy n is private, and refusing n = 0
+        # would reveal it (a public n = 0 < n_clusters is refused by _check, before the charge;
+        # the counting passes warn the curator)
         bad = ~np.isfinite(arr)
         if bad.any():
             rows = np.flatnonzero(bad.any(axis=1))

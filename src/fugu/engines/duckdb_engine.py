@@ -26,7 +26,6 @@ from numpy.typing import NDArray
 
 from ..errors import (
     DomainError,
-    EmptyDataError,
     FileFormatError,
     InvalidParameterError,
     InvalidTypeError,
@@ -39,7 +38,7 @@ from .numpy_engine import (
     columns_of,
     one_per_record,
 )
-from .partial_core import check_data_or_sql, nominal_names
+from .partial_core import check_data_or_sql, nominal_names, warn_no_rows
 
 #: DuckDB's integer types (as DESCRIBE names them), which a CSV value like ``2.5`` is rounded to.
 _INTEGER_TYPES = frozenset(
@@ -594,7 +593,7 @@ def histogram(
     ):
         n = batch.pop(count_column(names))
         return encode_grouped(domain, batch, n, out_of_domain)
-    raise EmptyDataError(
-        f"{data if isinstance(data, str | Path) else 'the input'} has no rows; "
-        f"there is nothing to count"
-    )
+    # zero rows (a header-only CSV, a query that matched nothing): zero counts, not a refusal,
+    # since where the number of records is private refusing them would reveal it
+    warn_no_rows(repr(str(data)) if isinstance(data, str | Path) else "the input")
+    return np.zeros(domain.size, dtype=np.int64)

@@ -23,7 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..domain import Domain, Ordinal
-from ..errors import DomainError, EmptyDataError
+from ..errors import DomainError
+from .partial_core import warn_no_rows
 
 
 def canonical_sql(attr: Any, quote: Callable[[str], str]) -> str:
@@ -58,15 +59,19 @@ def encode_grouped(
     """Dense counts (flat, ``domain.size``) from distinct combinations ``values`` with ``counts``.
 
     ``locate(column)`` may return a phrase naming where bad values of a column live (the Spark
-    engine names the partitions); it is called only when an error is raised.
+    engine names the partitions); it is called only when an error is raised. No combinations
+    (an input of zero rows) give zero counts, with a warning to the curator, never an error:
+    where the number of records is private, refusing zero rows would reveal it.
     """
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
+    missing = [a.name for a in domain.attributes if a.name not in values]
+    if missing:
+        raise DomainError(f"records lack the column {missing[0]!r}")
     if total == 0:
-        raise EmptyDataError("the input has no rows; there is nothing to count")
+        warn_no_rows()
+        return np.zeros(domain.size, dtype=np.int64)
     for a in domain.attributes:
-        if a.name not in values:
-            raise DomainError(f"records lack the column {a.name!r}")
         try:
             codes = a.encode(values[a.name], "drop")
         except DomainError as exc:  # NaN / None: refused whatever the policy

@@ -12,7 +12,8 @@ Everything here is re-exported by :mod:`fugu.engines.partials`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,8 @@ __all__ = [
     "add_partials",
     "check_data_or_sql",
     "check_engine",
+    "empty_batch",
+    "warn_no_rows",
 ]
 
 ENGINES = ("numpy", "duckdb", "spark")
@@ -44,6 +47,36 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     return engine
+
+
+def warn_no_rows(where: str = "the input") -> None:
+    """Tell the curator (a :class:`UserWarning`, never part of a release) that ``where`` holds
+    no rows, so the counts are all zero and a release made from them is noise around zero.
+
+    Zero rows are counted, not refused: where the number of records is private (add/remove
+    neighbours, a Blowfish policy with ⊥, the rows of an SQL query) the empty input and a
+    one-record input are neighbours, and refusing one while releasing the other tells them
+    apart with probability 1 (an SQL filter that matched nobody would error, revealing the
+    count 0).
+    """
+    warnings.warn(
+        f"no rows in {where}: every count is 0 and the release is noise around zero counts. "
+        "fugu does not refuse it, because where the number of records is private (add/remove "
+        "neighbours, a Blowfish policy with ⊥, the rows of an SQL query) refusing the empty "
+        "input would reveal that it is empty",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def empty_batch(columns: Iterable[str]) -> dict[str, NDArray[np.int64]]:
+    """A batch of zero rows of ``columns``: what a partial function is given when the input has
+    no rows (its result is the zero of the sum, with the shapes a non-empty input gives).
+
+    >>> {k: v.shape for k, v in empty_batch(["a", "b"]).items()}
+    {'a': (0,), 'b': (0,)}
+    """
+    return {str(c): np.zeros(0, dtype=np.int64) for c in columns}
 
 
 def check_data_or_sql(data: Any, sql: str | None) -> None:

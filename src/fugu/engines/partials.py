@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import DomainError, EmptyDataError, FuguError, InvalidParameterError, InvalidTypeError
+from ..errors import DomainError, FuguError, InvalidParameterError, InvalidTypeError
 from .numpy_engine import CHUNK_ROWS, columns_of
 from .partial_core import (
     ENGINES,
@@ -73,7 +73,9 @@ from .partial_core import (
     _CountPartial,
     add_partials,
     check_engine,
+    empty_batch,
     text_columns_of,
+    warn_no_rows,
 )
 
 __all__ = [
@@ -164,12 +166,9 @@ def iter_source_batches(
         )
     if isinstance(data, Iterable):
         for item in data:
-            try:
-                yield from iter_source_batches(
-                    item, cols, batch_rows=batch_rows, text_columns=text_columns
-                )
-            except EmptyDataError:
-                continue
+            yield from iter_source_batches(
+                item, cols, batch_rows=batch_rows, text_columns=text_columns
+            )
         return
     raise InvalidTypeError(
         f"data must be a table (mapping, DataFrame, Arrow), a CSV/Parquet path, an iterable of "
@@ -204,10 +203,13 @@ def partial_sums(
         never as numbers, booleans or dates (``"007"`` is not ``7``).
     engine_options : ``threads`` (DuckDB); ``spark``, ``master``, ``num_partitions`` (Spark).
 
+    An input with no rows (an empty table, a CSV file with only its header, a query that
+    matched nothing) is not refused: ``partial`` is run once on a batch of zero rows (int64
+    columns of length 0), which must give the zero of the sum, and a :class:`UserWarning` tells
+    the curator. Where the number of records is private, refusing zero rows would reveal it.
+
     Raises
     ------
-    EmptyDataError
-        when the input has no rows.
     FuguError
         errors raised by ``partial`` keep their class; on Spark they name the partition.
     """
@@ -236,8 +238,9 @@ def partial_sums(
     total: Partial | None = None
     for batch in batches:
         total = add_partials(total, _as_partial(partial(batch)))
-    if total is None:
-        raise EmptyDataError("the input has no rows; there is nothing to count")
+    if total is None:  # zero rows: zero sums, not a refusal (see warn_no_rows)
+        warn_no_rows()
+        total = _as_partial(partial(empty_batch(cols)))
     return total
 
 
@@ -315,8 +318,9 @@ def partial_counts(
         total: Partial | None = None
         for batch in grouped_batches(data, read, sql=sql, text_columns=text, **engine_options):
             total = add_partials(total, fn(batch))
-        if total is None:
-            raise EmptyDataError("the input has no rows; there is nothing to count")
+        if total is None:  # zero rows: zero counts, not a refusal (see warn_no_rows)
+            warn_no_rows()
+            total = fn(empty_batch([*read, count_column(read)]))
         return np.asarray(total)
     fn = _CountPartial(key, size, wcols, single=single)
     out = partial_sums(

@@ -46,7 +46,6 @@ from numpy.typing import NDArray
 from .. import errors as _errors
 from ..errors import (
     DomainError,
-    EmptyDataError,
     FileFormatError,
     FuguError,
     InvalidParameterError,
@@ -60,7 +59,9 @@ from .partial_core import (
     _CountPartial,
     add_partials,
     check_data_or_sql,
+    empty_batch,
     nominal_names,
+    warn_no_rows,
 )
 
 __all__ = [
@@ -497,8 +498,9 @@ def partial_sums(
     for r in sorted(results, key=lambda r: r["partition"]):
         if r["payload"] is not None:
             total = add_partials(total, pickle.loads(bytes(r["payload"])))
-    if total is None:
-        raise EmptyDataError("the Spark DataFrame has no rows; there is nothing to count")
+    if total is None:  # zero rows: zero sums, not a refusal (see warn_no_rows)
+        warn_no_rows("the Spark DataFrame")
+        total = _as_partial(partial(empty_batch(cols)))
     return total
 
 
@@ -518,7 +520,10 @@ def partial_counts(
 
 
 # -- histograms ------------------------------------------------------------------------------------
-def _check_types(df: Any, domain: Any) -> None:
+def _check_types(df: Any, domain: Any) -> bool:
+    """Refuse a column whose type cannot hold the attribute's values. True when the input has
+    no rows and a column is typed as text only because of that (a header-only CSV, where every
+    column is a string): its counts are zero, not a type error."""
     from pyspark.sql import types as T
 
     fields = {f.name: f.dataType for f in df.schema.fields}
@@ -527,7 +532,7 @@ def _check_types(df: Any, domain: Any) -> None:
         if a.kind == "ordinal":
             if not isinstance(t, T.NumericType):
                 if not df.limit(1).count():  # a header-only CSV: every column is a string
-                    raise EmptyDataError("the input has no rows; there is nothing to count")
+                    return True
                 raise InvalidTypeError(
                     f"column {a.name!r} has Spark type {t.simpleString()}, but attribute "
                     f"{a.name!r} "
@@ -539,6 +544,7 @@ def _check_types(df: Any, domain: Any) -> None:
                 f"column {a.name!r} has Spark type {t.simpleString()}; a nominal attribute needs "
                 f"strings, numbers or booleans"
             )
+    return False
 
 
 def _bad_sql(attr: Any) -> str:
@@ -605,8 +611,9 @@ def _jvm_histogram(df: Any, domain: Any, out_of_domain: str) -> NDArray[np.int64
     ]
     grouped = df.select(*sel).groupBy(*keys).agg(F.count(F.lit(1)).alias("__fugu_n"))
     table = _collect_arrow(grouped)
-    if table.num_rows == 0:
-        raise EmptyDataError("the Spark DataFrame has no rows; there is nothing to count")
+    if table.num_rows == 0:  # zero counts, not a refusal (see warn_no_rows)
+        warn_no_rows("the Spark DataFrame")
+        return np.zeros(domain.size, dtype=np.int64)
     values: dict[str, Any] = {}
     for a, k in zip(domain.attributes, keys, strict=True):
         col = table.column(k)
@@ -647,7 +654,9 @@ def histogram(
     df = _to_dataframe(data, spark, sql, nominal_names(domain))
     names = list(domain.names)
     _check_columns(df, names)
-    _check_types(df, domain)
+    if _check_types(df, domain):  # no rows (a header-only CSV): zero counts, not a refusal
+        warn_no_rows("the Spark DataFrame")
+        return np.zeros(domain.size, dtype=np.int64)
     if num_partitions:
         df = df.repartition(int(num_partitions))
     m = DEFAULT_METHOD if method == "auto" else method
