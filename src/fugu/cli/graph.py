@@ -147,7 +147,7 @@ def register(cli: click.Group) -> None:
         "the edge-DP baselines (laplace, smooth, karwa): an edge list names only the nodes "
         "that have edges, so the node count read from it depends on the private edges.",
     )
-    @click.option("--beta", type=float, help="β (default ε/5).")
+    @click.option("--beta", type=float, help="β (default ε/5, at most 0.4).")
     @click.option("--mu", type=float, help="μ (default 1 node, 0.5 edge).")
     @click.option("--theta", type=float, help="θ of the recursive mechanism (default 1).")
     @click.option(
