@@ -150,7 +150,10 @@ def test_uninformed_canonical_answers_skip_unmeasured_levels(
     """consistency=False answers a range from its canonical nodes. The optimised plan may leave
     middle levels unmeasured (share 0: never noised, held as 0); the decomposition only avoided
     the root, so it read those zeros: [3, 40] of 64 cells of 100 came out as 1800 (true 3800)
-    and expected_error was inf. Now a range climbs over unmeasured levels (zero noise: exact)."""
+    and expected_error was inf. Now a range climbs over unmeasured levels (zero noise: exact).
+    (Since the plan for canonical answers is compared with the rule, which wins here, the
+    comparison is bypassed to keep the level-skipping plan this path needs.)"""
+    monkeypatch.setattr(H, "_canonical_choice", lambda dom, trees, info, *rest: (trees, info))
     spy = Spy(monkeypatch)
     dom = _dom(64)
     w = random_workload(dom, 50, seed=3)

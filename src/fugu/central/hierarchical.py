@@ -617,8 +617,14 @@ def plan_cube(
     workload: Any = None,
     neighbours: str = "replace",
     strategy: str = "auto",
+    consistency: bool = True,
 ) -> tuple[list[AxisTree], dict[str, Any], list[treeplan.DenseAxis] | None]:
     """The trees, the plan's description, and the Kronecker axes when that structure is used.
+
+    ``consistency=False`` (answers from canonical nodes, product of trees only): the optimised
+    plan minimises the least-squares error, so it is kept only when its canonical-answer error
+    on the workload (default: 2,000 seeded random ranges) is below the rule's
+    (:func:`_canonical_choice`).
 
     The product of trees (:func:`plan_trees`) is always planned. With ``budget="optimal"``,
     no fixed ``branching``, at least two attributes with trees, every such attribute at most
@@ -640,6 +646,8 @@ def plan_cube(
         for a, f in zip(domain.attributes, is_flat, strict=True)
         if not f
     )
+    if not consistency:
+        trees, info = _canonical_choice(domain, trees, info, branching, flat, workload, neighbours)
     if strategy == "trees" or n_tree_axes < 2 and strategy == "auto":
         return trees, dict(info, structure="product of trees"), None
     if fixed or too_big:
@@ -897,6 +905,7 @@ def hierarchical_variance(
         workload=workload,
         neighbours=neighbours,
         strategy=strategy if consistency else "trees",
+        consistency=consistency,
     )
     delta = histogram_sensitivity(neighbours)
     known = delta == 2 if total_known is None else bool(total_known)
@@ -905,6 +914,48 @@ def hierarchical_variance(
         return kronecker_variance(dense, 2.0 * (delta / eps) ** 2, bounds, known)
     const, factors, _ = _level_factors(trees, epsilon, delta)
     return _variance(trees, const, factors, bounds, consistency, known)
+
+
+def _canonical_choice(
+    domain: Domain,
+    trees: list[AxisTree],
+    info: dict[str, Any],
+    branching: object,
+    flat: Sequence[str] | None,
+    workload: Any,
+    neighbours: str,
+) -> tuple[list[AxisTree], dict[str, Any]]:
+    """The optimised plan or the rule, whichever answers the workload from canonical nodes
+    (``consistency=False``) with the lower mean variance (public inputs only).
+
+    The optimiser minimises the least-squares error; read from canonical nodes its plan was
+    up to 1.24× the rule's RMSE (64 cells under add/remove: 63.1 against 40.9 mean variance at
+    ε = 1), while on 256-65,536 cells it was 0.95-0.99×.
+    """
+    if info.get("choice") == "rule":
+        return trees, info
+    rule, _ = plan_trees(domain, branching, "uniform", flat, neighbours=neighbours)
+    bounds = _workload_bounds(domain, workload)
+    if bounds is None:
+        from ..queries import random_workload
+
+        bounds = random_workload(domain, 2000, seed=0).bounds(domain)
+    delta = histogram_sensitivity(neighbours)
+
+    def mean_variance(ts: list[AxisTree]) -> float:
+        const, factors, _ = _level_factors(ts, 1.0, delta)
+        return float(np.mean(_variance(ts, const, factors, bounds, False, False)))
+
+    opt, rule_value = mean_variance(trees), mean_variance(rule)
+    if opt < rule_value * (1 - 1e-9):
+        return trees, dict(info, canonical_objective=opt, canonical_rule_objective=rule_value)
+    return rule, {
+        "choice": "rule",
+        "reason": "answers from canonical nodes (consistency=False): the optimised plan was "
+        "not better than the rule for them",
+        "canonical_objective": rule_value,
+        "canonical_optimised_objective": opt,
+    }
 
 
 def _trees_from_json(trees: list[Any]) -> list[AxisTree]:
@@ -1430,6 +1481,7 @@ def hierarchical(
         workload=workload,
         neighbours=neighbours,
         strategy=strategy if consistency else "trees",
+        consistency=consistency,
     )
     if dense is not None:
         dense = _checked_axes(dense)
