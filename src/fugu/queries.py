@@ -248,9 +248,6 @@ class Workload(Sequence[RangeQuery]):
     def from_bounds(cls, bounds: ArrayLike, domain: Domain) -> Workload:
         """A workload given directly as code bounds, shape (m, d, 2), half-open."""
         b = _bounds_array(bounds, domain, "bounds")
-        shape = np.asarray(domain.shape)
-        if np.any(b[:, :, 0] < 0) or np.any(b[:, :, 1] > shape) or np.any(b[:, :, 1] <= b[:, :, 0]):
-            raise DomainError("bounds must satisfy 0 <= start < stop <= attribute size")
         return cls(bounds=b, domain=domain)
 
     def __len__(self) -> int:
@@ -292,10 +289,25 @@ class Workload(Sequence[RangeQuery]):
 
 
 def _bounds_array(bounds: ArrayLike, domain: Domain, name: str) -> NDArray[np.int64]:
-    """``bounds`` as int64 of shape (m, d, 2) for ``domain``; the error names ``name``."""
-    b = np.asarray(bounds, dtype=np.int64)
+    """``bounds`` as int64 of shape (m, d, 2) for ``domain``, every range non-empty and inside
+    the domain (``0 <= start < stop <= size``); the error names ``name``. Fractional or NaN
+    bounds are refused (a cast to int64 truncated 2.7 to 2 silently)."""
+    raw = np.asarray(bounds)
+    if raw.dtype.kind == "f" and not (np.all(np.isfinite(raw)) and np.all(raw == np.floor(raw))):
+        raise InvalidParameterError(f"{name} must be whole numbers (half-open code bounds)")
+    if raw.dtype.kind not in "iuf" and raw.size:
+        raise InvalidParameterError(
+            f"{name} must be whole numbers (half-open code bounds), got dtype {raw.dtype}"
+        )
+    b = raw.astype(np.int64)
     if b.ndim != 3 or b.shape[1:] != (domain.ndim, 2):
         raise InvalidParameterError(f"{name} must have shape (m, {domain.ndim}, 2), got {b.shape}")
+    shape = np.asarray(domain.shape)
+    if np.any(b[:, :, 0] < 0) or np.any(b[:, :, 1] > shape) or np.any(b[:, :, 1] <= b[:, :, 0]):
+        raise DomainError(
+            f"{name} must satisfy 0 <= start < stop <= attribute size (half-open code bounds; "
+            f"sizes {tuple(int(x) for x in shape)})"
+        )
     return b
 
 
