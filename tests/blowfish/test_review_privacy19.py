@@ -542,8 +542,12 @@ def test_kmeans_init_is_checked_before_the_charge(init: Any) -> None:
     with pytest.raises(fugu.InvalidParameterError, match="init must be"):
         KMeans(2, 1.0, domain=dom, init=init, accountant=acc).fit(X)
     assert acc.spent == 0
-    ok = KMeans(2, 1.0, domain=dom, init=[[-5.0], [50.0]], rng=fugu.RandomSource(seed=1))
+    ok = KMeans(2, 1.0, domain=dom, init=[[0.0], [50.0]], rng=fugu.RandomSource(seed=1))
     assert ok.fit(X).cluster_centers_.shape == (2, 1)
+    # a centre outside the domain is refused too (it was clipped into it without a word)
+    with pytest.raises(fugu.InvalidParameterError, match="outside the domain's range"):
+        KMeans(2, 1.0, domain=dom, init=[[-5.0], [50.0]], accountant=acc).fit(X)
+    assert acc.spent == 0
 
 
 @pytest.mark.parametrize("query", [fugu.Workload([]), np.zeros((0, 10))])

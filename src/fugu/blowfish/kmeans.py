@@ -664,7 +664,8 @@ class KMeans:
 
     def _check_init(self, grid: KMeansGrid, k: int) -> NDArray[np.float64] | None:
         """The user's start, checked before anything is charged (it was checked when used,
-        after the charge): None for a named start, else the centres clipped into the box."""
+        after the charge): None for a named start, else the centres, which must lie in the
+        domain's box (a centre outside it was clipped into it without a word)."""
         if isinstance(self.init, str):
             if self.init not in ("auto", "spread", "random"):
                 raise InvalidParameterError(
@@ -683,7 +684,15 @@ class KMeans:
                 f"init must be a finite array of shape ({k}, {grid.dim}) (public centres), got "
                 f"shape {c.shape}" + ("" if np.all(np.isfinite(c)) else " with NaN or inf")
             )
-        return np.clip(c, grid.low, grid.high)
+        outside = np.argwhere((c < grid.low) | (c > grid.high))
+        if outside.size:
+            i, j = (int(x) for x in outside[0])
+            raise InvalidParameterError(
+                f"init: centre {i} has {c[i, j]:g} on axis {j}, outside the domain's range "
+                f"[{grid.low[j]:g}, {grid.high[j]:g}] ({len(outside)} coordinate(s) outside); "
+                f"give public centres inside the domain"
+            )
+        return c
 
     def _init_centers(self, grid: KMeansGrid, k: int, rng: RandomSource) -> NDArray[np.float64]:
         c = self._check_init(grid, k)
