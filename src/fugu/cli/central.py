@@ -196,8 +196,11 @@ def register(cli: click.Group) -> None:
         w = parse_workload(workload, dom, seed)
         rec = rec_fn(dom, w, epsilon, neighbours=neighbours)
 
+        def options_text(opts: dict[str, Any]) -> str:
+            return "; ".join(f"{k}={v}" for k, v in opts.items()) or "-"
+
         def text() -> str:
-            rows = rec.table()
+            rows = [[*r[:3], options_text(rec.options.get(r[0], {}))] for r in rec.table()]
             return (
                 f"predicted RMSE over {len(w)} queries, epsilon = {epsilon:g} (no data read):\n"
                 + table(rows, ["mechanism", "RMSE", "x better than laplace", "options"])

@@ -221,13 +221,23 @@ def register(cli: click.Group) -> None:
             "solver": "--solver",
         }
         if mechanism != "recursive":
-            refuse_unused(ctx, recursive_only, f"with --mechanism {mechanism} (recursive only)")
+            refuse_unused(
+                ctx,
+                recursive_only,
+                f"with --mechanism {mechanism} (only --mechanism recursive reads them)",
+            )
         if mechanism != "laplace":
             refuse_unused(
-                ctx, {"degree_bound": "--degree-bound"}, f"with --mechanism {mechanism} (laplace)"
+                ctx,
+                {"degree_bound": "--degree-bound"},
+                f"with --mechanism {mechanism} (only --mechanism laplace reads it)",
             )
         if mechanism != "karwa":
-            refuse_unused(ctx, {"delta": "--delta"}, f"with --mechanism {mechanism} (karwa)")
+            refuse_unused(
+                ctx,
+                {"delta": "--delta"},
+                f"with --mechanism {mechanism} (only --mechanism karwa reads it)",
+            )
         refuse_overwriting(
             out,
             "--out",
