@@ -154,21 +154,29 @@ def test_privelet_weighted_coefficients_are_at_most_n(dom: fugu.Domain) -> None:
 
 
 def test_privelet_grid_range_is_checked_before_the_budget_is_spent() -> None:
-    """Neighbours n = 2^49 and 2^49 + 1 (add/remove; γ = 2^-13, range ±2^49): both are refused
-    before the accountant is charged, with the same message, which names no count. Before the
-    fix the first was released and the second raised after ε was spent, printing 5.6295e+14."""
+    """Neighbours n = 2^49 and 2^49 + 1 (γ = 2^-13, range ±2^49). Review 5: the first was
+    released and the second raised after ε was spent, printing 5.6295e+14; then both were
+    refused before the charge, but the refusal still rested on n, so under add/remove the
+    largest histogram released and its neighbour were told apart (review 24's note). Now under
+    add/remove (n private) both release, the coefficients clamped to the grid's range; under
+    replace-one (n public) both are refused before the charge, with a message naming no count."""
     dom = _ten_values()
     messages = []
     for n in (2**49, 2**49 + 1):
         counts = np.zeros(10, dtype=np.int64)
         counts[0] = n
+        hist = fugu.Histogram(counts, dom)
+        rel = fugu.central.privelet(
+            hist, 1.0, plain=None, neighbours="add-remove", rng=fugu.RandomSource(seed=0)
+        )
+        assert np.all(np.isfinite(rel.counts))
         acc = fugu.Accountant(total=5.0)
         with pytest.raises(fugu.errors.InvalidParameterError) as info:
             fugu.central.privelet(
-                fugu.Histogram(counts, dom),
+                hist,
                 1.0,
                 plain=None,
-                neighbours="add-remove",
+                neighbours="replace",
                 rng=fugu.RandomSource(seed=0),
                 accountant=acc,
             )

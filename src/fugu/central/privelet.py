@@ -480,6 +480,29 @@ def noise_coefficients(
     return info
 
 
+def _clamp_to_grid(
+    num: NDArray[Any],
+    den: NDArray[Any] | None,
+    hist: Histogram,
+    sens: float,
+    max_changed: int,
+    n_coef: int,
+) -> tuple[NDArray[Any], NDArray[Any] | None]:
+    """With a private n (add/remove, or a total that is not the number of records) the weighted
+    coefficients are clamped to the noise grid's public range instead of refusing on n
+    (:func:`check_grid_range`: n = 2^49 released and its neighbour 2^49 + 1 was refused, which
+    told them apart). Clamping each coefficient is 1-Lipschitz, so the L1 sensitivity holds;
+    it changes only histograms of more than the range's records (about 2^49 or more)."""
+    _, limit = grid_capacity(sens, noise_grid(sens, max_changed, n_coef)[0])
+    if not float(np.abs(np.asarray(hist.counts, dtype=np.float64)).sum()) > limit:
+        return num, den  # |W(c)·c| <= n: nothing can reach the bound
+    cap = int(math.floor(limit))
+    num_o = np.asarray(num).astype(object)
+    den_o = np.ones(1, dtype=object) if den is None else np.asarray(den).astype(object)
+    hi = np.broadcast_to(den_o, num_o.shape) * cap
+    return np.maximum(np.minimum(num_o, hi), -hi), den_o
+
+
 def check_grid_range(hist: Histogram, sens: float, max_changed: int, n_coef: int) -> None:
     """Refuse, before any budget is spent, a histogram whose coefficients could leave the noise
     grid's range (:func:`fugu.noise.grid_laplace` accepts |value| ≤ 2**62 grid units).
@@ -488,8 +511,9 @@ def check_grid_range(hist: Histogram, sens: float, max_changed: int, n_coef: int
     it by at most 1: the all-base coefficient is n), and the grid γ depends only on the public
     (sensitivity, max_changed), so the bound n·(1 + 2^-20) ≤ 2^62·γ keeps the sampler's range
     check from ever failing. Without it, that check raised after the accountant was charged, on
-    the data's size: under add/remove, n = 2^49 released and its neighbour n = 2^49 + 1 raised
-    an error printing the value (a 10-value nominal attribute, γ = 2^-13).
+    the data's size (a 10-value nominal attribute, γ = 2^-13: n = 2^49 released, 2^49 + 1
+    raised). Used only when n is public (replace-one, every record counted): with a private n
+    a refusal on it tells neighbours apart, and :func:`_clamp_to_grid` clamps instead.
     """
     if sens <= 0:
         return
@@ -559,7 +583,8 @@ def privelet(
     sens = coefficient_sensitivity(transforms, neighbours, total_public)
     n_coef = int(np.prod([t.n_coef for t in transforms]))
     max_changed = _max_changed(transforms, delta)
-    check_grid_range(hist, sens, max_changed, n_coef)
+    if total_public:  # n public: refuse on it before the charge
+        check_grid_range(hist, sens, max_changed, n_coef)
     check_epsilon_range(
         epsilon,
         mechanism="privelet",
@@ -581,6 +606,8 @@ def privelet(
     info: GridNoise | None = None
     if sens > 0:
         _, gamma = noise_grid(sens, max_changed, n_coef)
+        if not total_public:
+            num, den = _clamp_to_grid(num, den, hist, sens, max_changed, n_coef)
         units = grid_units(num, den, gamma)
         del num
         noisy, info = add_grid_noise(
