@@ -17,7 +17,8 @@ parts of its 2 × 2 in/out tables replaced by the exact counts — the 1-D in-fr
 
 ``--twin`` builds, for each data set, its *twin*: every record keeps its cell of each attribute
 in the common refinement of all the grids' cells of it (with TDG's shifted grids, cells of half a
-box; so the twin's TDG or HDG releases are identical, report for report, at the same seed), but its value inside the cell is redrawn from the log-smooth shape of the exact margin,
+box; so the twin's TDG or HDG releases are identical, report for report, at the same seed),
+but its value inside the cell is redrawn from the log-smooth shape of the exact margin,
 independently per attribute. Whatever an estimator does, it gives the same answers on both, so per
 query err(data) + err(twin) ≥ |truth(data) − truth(twin)|. The part prints that gap and each
 estimator's MAE on both, and the slack ``best(data) + best(twin) − gap``: below 0, no function of
