@@ -190,6 +190,11 @@ def partial_sums(
 ) -> Partial:
     """Run ``partial`` on every partition of ``data`` and sum the results element-wise.
 
+    An input with no rows (an empty table, a CSV file with only its header, a query that
+    matched nothing) is not refused: ``partial`` is run once on a batch of zero rows (int64
+    columns of length 0), which must give the zero of the sum, and a :class:`UserWarning` tells
+    the curator. Where the number of records is private, refusing zero rows would reveal it.
+
     Parameters
     ----------
     data : table, path, iterable of tables, Spark DataFrame, or None with ``sql``
@@ -202,11 +207,6 @@ def partial_sums(
     text_columns : columns of labels (nominal attributes): a CSV reader reads them as written,
         never as numbers, booleans or dates (``"007"`` is not ``7``).
     engine_options : ``threads`` (DuckDB); ``spark``, ``master``, ``num_partitions`` (Spark).
-
-    An input with no rows (an empty table, a CSV file with only its header, a query that
-    matched nothing) is not refused: ``partial`` is run once on a batch of zero rows (int64
-    columns of length 0), which must give the zero of the sum, and a :class:`UserWarning` tells
-    the curator. Where the number of records is private, refusing zero rows would reveal it.
 
     Raises
     ------
