@@ -59,6 +59,7 @@ __all__ = [
     "grid_granularity",
     "grid_laplace",
     "grid_capacity",
+    "grid_exact_cap",
     "GRID_EXACT_UNITS",
     "grid_scale",
     "GridNoise",
@@ -1223,6 +1224,20 @@ def grid_capacity(
     """
     gamma = float(grid_granularity(sensitivity, max(1, int(max_changed))))
     return gamma, units * gamma * (1.0 - 2.0**-20)
+
+
+def grid_exact_cap(sensitivity: float, max_changed: int) -> float:
+    """The largest absolute value that is a multiple of :func:`grid_capacity`'s step and within its
+    exact range (:data:`GRID_EXACT_UNITS`): public. Where the number of records is private,
+    mechanisms clamp exact values to ``±`` this instead of refusing on n (clamping is
+    1-Lipschitz, so the sensitivity still bounds the change).
+
+    >>> gamma, _ = grid_capacity(1.0, 1, GRID_EXACT_UNITS)
+    >>> grid_exact_cap(1.0, 1) / gamma == 2**53 - 2**33   # the range less its 2^-20 margin
+    True
+    """
+    gamma, limit = grid_capacity(sensitivity, max_changed, GRID_EXACT_UNITS)
+    return math.floor(limit / gamma) * gamma
 
 
 def grid_laplace(

@@ -34,6 +34,7 @@ from ..noise import (
     RandomSource,
     geometric_mechanism,
     grid_capacity,
+    grid_exact_cap,
     grid_granularity,
     grid_laplace,
 )
@@ -401,8 +402,7 @@ def sum_cap(grid: KMeansGrid, k: int, sens_sum: float) -> float:
     ``±sum_cap`` before the noise instead of refusing on n (:func:`check_sum_range`). Clamping
     is 1-Lipschitz in every coordinate, so the sensitivity still bounds the change; only sums
     of more points than the grid holds (``sum_cap / (width/2)`` of them) are changed."""
-    gamma, limit = grid_capacity(sens_sum, _sum_changed(grid, k), GRID_EXACT_UNITS)
-    return math.floor(limit / gamma) * gamma
+    return grid_exact_cap(sens_sum, _sum_changed(grid, k))
 
 
 #: Su et al. (2016): the typical |centred coordinate| of a cluster centre as a fraction of its

@@ -53,6 +53,7 @@ from ..noise import (
     discrete_laplace_variance,
     geometric_mechanism,
     grid_capacity,
+    grid_exact_cap,
     grid_granularity,
     grid_laplace,
     round_dyadic,
@@ -196,7 +197,7 @@ def laplace(
         params["exact"] = "sensitivity 0 under this policy: released without noise"
     if n_private and w is not None:
         params["answer_clamp"] = (
-            MAX_INTEGER_ANSWER - 1 if w_int is not None else _grid_clamp(sens, int(w.shape[0]))
+            MAX_INTEGER_ANSWER - 1 if w_int is not None else grid_exact_cap(sens, int(w.shape[0]))
         )
     g = guarantee(
         model="blowfish",
@@ -235,7 +236,7 @@ def laplace(
     # [29724288040880.574, 29724288040882.582], 279 records, one move changed the grid value by
     # 1.49 times the effective sensitivity)
     gamma = float(grid_granularity(sens, max(1, int(w.shape[0]))))
-    cap = _grid_clamp(sens, int(w.shape[0])) if n_private else None
+    cap = grid_exact_cap(sens, int(w.shape[0])) if n_private else None
     exact = _exact_on_grid(w, counts, gamma, cap)
     vals, info = grid_laplace(exact, sens, eps, source)
     # the noise is on the grid, with the sensitivity rounded up to it: say so (the guarantee
@@ -283,10 +284,10 @@ def _exact_on_grid(
     [1099511627776.0]
     """
     g = int(math.frexp(gamma)[1]) - 1  # gamma = 2^g
+    k = 0 if cap is None else int(cap / gamma)  # exact: cap is k grid steps
     vals = []
     for total, e0 in _exact_terms(w, counts):
         if cap is not None:
-            k = int(cap / gamma)  # exact: cap is k grid steps
             over = abs(total) << (e0 - g) > k if e0 >= g else abs(total) > k << (g - e0)
             if over:
                 vals.append(cap if total > 0 else -cap)
@@ -358,13 +359,6 @@ def _integer_answers(w_int: NDArray[np.int64], counts: NDArray[np.int64]) -> NDA
     exact = w_int.astype(object) @ counts.astype(object)
     cap = MAX_INTEGER_ANSWER - 1
     return np.array([max(-cap, min(cap, int(v))) for v in exact], dtype=np.int64)
-
-
-def _grid_clamp(sens: float, m: int) -> float:
-    """The largest |answer| (a multiple of the grid step) the noise grid of a real-valued query
-    with ``m`` outputs holds exactly; with a private n the exact answers are clamped to it."""
-    gamma, limit = grid_capacity(sens, m, GRID_EXACT_UNITS)
-    return math.floor(limit / gamma) * gamma
 
 
 def _check_grid_range(
